@@ -1,0 +1,29 @@
+# `make run` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: run test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[live]'
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[live,test]'
+	touch $@ $(STAMP_RUN)
+
+run: $(STAMP_RUN)
+	$(PY) -m dreamer_live.run $(ARGS)
+
+test: $(STAMP_TEST)
+	$(PY) -m pytest -q $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,104 @@
+"""Shared command-line plumbing: common flags, one-line errors, the logdir's config, JAX set-up."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import pathlib
+import sys
+from collections.abc import Callable
+
+from dreamer_live import config as configlib
+from dreamer_live.atomic import write_atomic
+from dreamer_live.errors import UserError
+
+
+def parser(prog: str, description: str, logdir_required: bool = True) -> argparse.ArgumentParser:
+    """An argument parser with --logdir, --configs and --force; dotted overrides pass through."""
+    p = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Any config key can be overridden as --section.key value, e.g. --agent.opt.lr 1e-4 "
+               "--run.train_ratio 32. Presets and keys: configs/presets.yaml, configs/defaults.yaml.")
+    p.add_argument("--logdir", required=logdir_required, type=pathlib.Path,
+                   help="run directory (config.yaml, replay/, params/, checkpoint/, metrics.jsonl)")
+    p.add_argument("--configs", nargs="*", default=[], metavar="PRESET",
+                   help="presets merged in order (names from configs/presets.yaml or YAML paths)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the logdir's config.yaml even if it conflicts")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None = None, write: bool = True):
+    """Parse flags and overrides; return (args, config) with the logdir's config checked and written."""
+    args, rest = p.parse_known_args(argv)
+    overrides = configlib.parse_overrides(rest)
+    if getattr(args, "logdir", None) is None:
+        return args, configlib.resolve(args.configs, overrides)
+    config = logdir_config(args.logdir, args.configs, overrides, args.force, write)
+    return args, config
+
+
+def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
+                  write: bool = True) -> configlib.Config:
+    """Resolve the config for `logdir`: reuse its config.yaml, refuse a conflicting one unless forced."""
+    path = pathlib.Path(logdir) / "config.yaml"
+    old = None
+    if path.exists():
+        old = configlib.defaults().update(configlib.read_yaml(path) or {})
+    if names or old is None:
+        new = configlib.resolve(names, overrides)
+    else:  # no presets given: continue the run as it was configured
+        new = configlib.resolve((), overrides, base=old)
+    if old is not None and not force:
+        diff = configlib.identity_diff(old, new)
+        if diff:
+            key = diff[0]
+            more = f" and {len(diff) - 1} more" if len(diff) > 1 else ""
+            raise UserError(
+                f"{logdir} was configured with {key}={old.flat().get(key)!r}, this run asks "
+                f"{new.flat().get(key)!r}{more}; use the same --configs, a new --logdir, or --force")
+    if write and (old is None or force):
+        pathlib.Path(logdir).mkdir(parents=True, exist_ok=True)
+        write_atomic(path, new.yaml().encode())
+    return new
+
+
+def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
+    """Wrap a command's main: UserError becomes one line on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(argv: list[str] | None = None) -> int:
+        prog = fn.__module__.replace("__main__", pathlib.Path(sys.argv[0]).stem)
+        try:
+            return fn(argv) or 0
+        except UserError as e:
+            print(f"{prog.split('.')[-1]}: error: {e}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+def cache_dir() -> pathlib.Path:
+    """The user's cache folder for dreamer_live (JAX compilation cache lives under it)."""
+    if os.environ.get("DREAMER_LIVE_CACHE"):
+        return pathlib.Path(os.environ["DREAMER_LIVE_CACHE"])
+    if sys.platform == "win32":
+        base = pathlib.Path(os.environ.get("LOCALAPPDATA", pathlib.Path.home() / "AppData/Local"))
+    else:
+        base = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache"))
+    return base / "dreamer_live"
+
+
+def setup_jax(config: configlib.Config) -> None:
+    """Pick the platform and turn on the persistent compilation cache (second start: no recompile)."""
+    if config.jax.platform:
+        os.environ.setdefault("JAX_PLATFORMS", config.jax.platform)
+    import jax
+
+    if config.jax.compile_cache:
+        path = cache_dir() / "jax"
+        path.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -1,0 +1,256 @@
+"""Configuration: defaults and named presets from configs/*.yaml, dotted CLI overrides, validation."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import io
+import pathlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from dreamer_live.errors import UserError
+
+CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
+# Sections that define what the parameters mean; a logdir refuses a restart that changes them.
+IDENTITY_SECTIONS = ("agent", "env")
+# Mappings whose keys are free-form (passed through to a game or gymnasium.make), not checked.
+FREE_FORM = ("env.kwargs",)
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    return yaml
+
+
+def read_yaml(path: str | pathlib.Path) -> Any:
+    """Read a YAML file with the safe loader; a missing or malformed file is a UserError."""
+    path = pathlib.Path(path)
+    try:
+        with path.open() as f:
+            return _yaml().load(f)
+    except FileNotFoundError:
+        raise UserError(f"config file not found: {path}") from None
+    except Exception as e:  # ruamel raises several parser error types
+        raise UserError(f"cannot parse {path}: {str(e).splitlines()[0]}") from None
+
+
+def dump_yaml(data: Any) -> str:
+    """Serialize plain data to YAML text."""
+    stream = io.StringIO()
+    _yaml().dump(data, stream)
+    return stream.getvalue()
+
+
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Nested mapping to {'a.b.c': value}; empty and free-form mappings stay leaves."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and name not in FREE_FORM:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _nest(flat: Mapping[str, Any]) -> dict:
+    tree: dict = {}
+    for name, value in flat.items():
+        node = tree
+        *parents, leaf = name.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = copy.deepcopy(value)
+    return tree
+
+
+def _nearest(name: str, candidates: list[str]) -> str:
+    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.0)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _parse_scalar(text: str) -> Any:
+    """Parse a command-line value as a YAML scalar or flow list: '1e-4', 'true', '[64, 64]'."""
+    try:
+        return _yaml().load(text)
+    except Exception:
+        return text
+
+
+def _typename(value: Any) -> str:
+    return type(value).__name__
+
+
+def coerce(name: str, value: Any, default: Any) -> Any:
+    """Check `value` against the type of `default`; return it converted (int->float, '64,64'->list)."""
+    bad = UserError(
+        f"config key '{name}' expects {_typename(default)} (default {default!r}), got {value!r}")
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if isinstance(default, int):
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise bad
+    if isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if isinstance(default, str):
+        if isinstance(value, str):
+            return value
+        raise bad
+    if isinstance(default, (list, tuple)):
+        if isinstance(value, str):
+            value = [_parse_scalar(v.strip()) for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        if default:
+            return [coerce(f"{name}[{i}]", v, default[0]) for i, v in enumerate(value)]
+        return list(value)
+    if isinstance(default, Mapping):  # an empty mapping default holds free-form keyword arguments
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise bad
+    if default is None:
+        return value
+    raise bad
+
+
+class Config(Mapping):
+    """An immutable nested configuration with attribute access: `config.agent.lr`."""
+
+    def __init__(self, data: Mapping | None = None):
+        object.__setattr__(self, "_data", copy.deepcopy(dict(data or {})))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is immutable; use config.update({...})")
+
+    def __getitem__(self, key: str) -> Any:
+        node: Any = self._data
+        for part in key.split("."):
+            node = node[part]
+        return Config(node) if isinstance(node, Mapping) and node is not self._data else node
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"Config({self._data!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Mapping) and to_plain(self) == to_plain(other)
+
+    def __hash__(self):
+        return hash(dump_yaml(to_plain(self)))
+
+    def to_dict(self) -> dict:
+        """A deep, plain-dict copy."""
+        return copy.deepcopy(self._data)
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted key -> leaf value."""
+        return flatten(self._data)
+
+    def update(self, changes: Mapping) -> Config:
+        """Return a copy with nested or dotted `changes` merged in, each checked against its key's type."""
+        flat = self.flat()
+        for name, value in flatten(_nest(changes) if _has_dots(changes) else changes).items():
+            if name not in flat:
+                raise UserError(f"unknown config key '{name}'{_nearest(name, list(flat))}")
+            value = coerce(name, value, flat[name])
+            flat[name] = {**flat[name], **value} if isinstance(value, dict) else value
+        return Config(_nest(flat))
+
+    def yaml(self) -> str:
+        """The configuration as YAML text."""
+        return dump_yaml(to_plain(self))
+
+
+def _has_dots(changes: Mapping) -> bool:
+    return any("." in key for key in changes)
+
+
+def to_plain(tree: Any) -> Any:
+    """Config / mappings / tuples to plain dicts and lists (for YAML and comparisons)."""
+    if isinstance(tree, Config):
+        return tree.to_dict()
+    if isinstance(tree, Mapping):
+        return {k: to_plain(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [to_plain(v) for v in tree]
+    return tree
+
+
+def defaults() -> Config:
+    """The defaults from configs/defaults.yaml."""
+    return Config(read_yaml(CONFIG_DIR / "defaults.yaml"))
+
+
+def presets() -> dict[str, dict]:
+    """Named presets from configs/presets.yaml."""
+    return dict(read_yaml(CONFIG_DIR / "presets.yaml") or {})
+
+
+def _preset(name: str, table: Mapping[str, dict]) -> Mapping:
+    if name in table:
+        return table[name] or {}
+    if name.endswith((".yaml", ".yml")):
+        return read_yaml(name) or {}
+    raise UserError(f"unknown preset '{name}'{_nearest(name, list(table))}; "
+                    f"presets: {', '.join(table)}")
+
+
+def parse_overrides(args: list[str]) -> dict[str, Any]:
+    """['--agent.lr', '1e-4', '--run.quiet=true'] -> {'agent.lr': 1e-4, 'run.quiet': True}."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) < 3:
+            raise UserError(f"unexpected argument '{arg}' (overrides look like --section.key value)")
+        if "=" in arg:
+            name, text = arg[2:].split("=", 1)
+            i += 1
+        else:
+            if i + 1 >= len(args):
+                raise UserError(f"missing value for '{arg}'")
+            name, text = arg[2:], args[i + 1]
+            i += 2
+        out[name] = _parse_scalar(text)
+    return out
+
+
+def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any] | None = None,
+            base: Config | None = None) -> Config:
+    """Defaults (or `base`), then presets in order, then dotted overrides; every key type-checked."""
+    config = base if base is not None else defaults()
+    table = presets() if names else {}
+    for name in names:
+        config = config.update(_preset(name, table))
+    return config.update(overrides or {})
+
+
+def identity_diff(old: Config, new: Config) -> list[str]:
+    """Keys in the identity sections whose values differ between two configs."""
+    a = {k: v for k, v in old.flat().items() if k.split(".")[0] in IDENTITY_SECTIONS}
+    b = {k: v for k, v in new.flat().items() if k.split(".")[0] in IDENTITY_SECTIONS}
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))

@@ -1,0 +1,69 @@
+"""Presets, overrides, type checks and the logdir's config guard."""
+
+import subprocess
+import sys
+
+import pytest
+
+from dreamer_live import cli, config
+from dreamer_live.errors import UserError
+
+
+def test_presets_merge_in_order_then_overrides():
+    cfg = config.resolve(["debug"], config.parse_overrides(["--batch_size", "8", "--env.size=32,32"]))
+    assert cfg.batch_size == 8 and cfg.batch_length == 16  # override beats preset beats default
+    assert cfg.env.size == [32, 32]
+    assert cfg.replay.chunk_steps == 64
+
+
+def test_int_promotes_to_float_and_flow_lists_parse():
+    cfg = config.resolve([], config.parse_overrides(["--run.train_ratio", "8", "--env.size", "[48, 48]"]))
+    assert cfg.run.train_ratio == 8.0 and isinstance(cfg.run.train_ratio, float)
+    assert cfg.env.size == [48, 48]
+
+
+def test_free_form_kwargs_merge():
+    cfg = config.resolve([], {"env.kwargs.speed": 2})
+    cfg = cfg.update({"env.kwargs.lives": 5})
+    assert cfg.env.kwargs.to_dict() == {"speed": 2, "lives": 5}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"agent.compute_dtyp": "float32"}, "did you mean 'agent.compute_dtype'"),
+    ({"run.steps": "many"}, "'run.steps' expects int"),
+    ({"run.quiet": 1}, "'run.quiet' expects bool"),
+    ({"env.size": "a,b"}, r"'env\.size\[0\]' expects int"),
+])
+def test_bad_keys_and_types_name_the_key(overrides, message):
+    with pytest.raises(UserError, match=message):
+        config.resolve([], overrides)
+
+
+def test_unknown_preset_names_nearest():
+    with pytest.raises(UserError, match="did you mean 'debug'"):
+        config.resolve(["debgu"])
+
+
+def test_logdir_refuses_conflicting_restart(tmp_path):
+    first = cli.logdir_config(tmp_path, ["debug"], {})
+    assert (tmp_path / "config.yaml").exists()
+    # same identity, different run-local settings: accepted, and no presets means "as before"
+    again = cli.logdir_config(tmp_path, [], {"run.steps": 5})
+    assert again.batch_size == first.batch_size and again.run.steps == 5
+    with pytest.raises(UserError, match="env.obs"):
+        cli.logdir_config(tmp_path, ["debug"], {"env.obs": "image"})
+    forced = cli.logdir_config(tmp_path, ["debug"], {"env.obs": "image"}, force=True)
+    assert config.read_yaml(tmp_path / "config.yaml")["env"]["obs"] == forced.env.obs == "image"
+
+
+def test_command_line_error_is_one_line():
+    out = subprocess.run([sys.executable, "-c",
+                          "import sys; from dreamer_live import cli\n"
+                          "@cli.main\n"
+                          "def m(argv):\n"
+                          "    p = cli.parser('x', 'y', logdir_required=False)\n"
+                          "    cli.parse(p, argv)\n"
+                          "sys.exit(m(['--agent.nope', '1']))"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "unknown config key 'agent.nope'" in out.stderr
