@@ -1,0 +1,124 @@
+"""The real-time pacer: runs a lockstep env on its own clock, like a live game that never waits.
+
+A background thread steps the wrapped env every 1/hz s of wall time with the action last sent (held, as
+keys are held); `observe` returns the latest observation with the reward of every step since the previous
+observe. When an episode ends the world stops on its last observation until `reset`. The agent's tick
+rate (actor.hz) is independent of the pacer's: a slow agent misses steps, exactly as in a live game.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import gymnasium
+import numpy as np
+
+from dreamer_live.envs.base import Env
+from dreamer_live.envs.wrappers import Wrapper
+
+
+def neutral_action(space: gymnasium.spaces.Space) -> np.ndarray:
+    """The action held before the agent sends one: index 0 (discrete) or the middle of the bounds."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        action = np.zeros(space.n, np.float32)
+        action[0] = 1.0
+        return action
+    return np.zeros(space.shape, np.float32)
+
+
+class Pacer(Wrapper):
+    """Steps a lockstep env at `hz` on the wall clock in a background thread, acted on or not."""
+
+    def __init__(self, env: Env, hz: float, skip_after: float = 0.25):
+        super().__init__(env)
+        if hz <= 0:
+            raise ValueError("Pacer needs hz > 0")
+        self.period = 1.0 / float(hz)
+        self.skip_after = float(skip_after)  # fallen this far behind: skip steps instead of bursting
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._action = neutral_action(self.act_space)
+        self._latest: dict[str, np.ndarray] | None = None
+        self._reward = 0.0
+        self._done = False
+        self._next = time.monotonic()
+        self._steps = self._skipped = 0
+        self._rate_mark = (time.monotonic(), 0)
+
+    def reset(self) -> dict[str, np.ndarray]:
+        """Reset the wrapped env and let the world run from now (the neutral action held)."""
+        self._raise()
+        with self._lock:
+            obs = self.env.reset()
+            self._latest, self._reward, self._done = obs, 0.0, bool(obs["is_last"])
+            self._action = neutral_action(self.act_space)
+            self._next = time.monotonic() + self.period
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pacer", daemon=True)
+            self._thread.start()
+        return obs
+
+    def act(self, action: np.ndarray) -> None:
+        """Hold `action` from the next step on."""
+        self._raise()
+        with self._lock:
+            self._action = np.array(action, np.float32)
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """The latest observation with the reward of all steps since the previous observe."""
+        self._raise()
+        with self._lock:
+            if self._latest is None:
+                raise RuntimeError("call reset() before observe()")
+            obs = {**self._latest, "reward": np.array(self._reward, np.float32),
+                   "is_first": np.array(False)}
+            self._reward = 0.0
+        return obs
+
+    def metrics(self) -> dict[str, float]:
+        """pacer/steps_per_s (since the previous call), pacer/skipped_steps, and the wrapped env's."""
+        now = time.monotonic()
+        with self._lock:
+            inner, steps, skipped = self.env.metrics(), self._steps, self._skipped
+        then, then_steps = self._rate_mark
+        self._rate_mark = (now, steps)
+        rate = (steps - then_steps) / (now - then) if now > then else 0.0
+        return {**inner, "pacer/steps_per_s": rate, "pacer/skipped_steps": float(skipped),
+                "pacer/steps": float(steps)}
+
+    def close(self) -> None:
+        """Stop the clock thread, then close the wrapped env."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.env.close()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise RuntimeError("the pacer's env failed in its clock thread") from self._error
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                wait = self._next - time.monotonic()
+                if wait > 0:
+                    self._stop.wait(wait)
+                    continue
+                with self._lock:
+                    if not self._done:
+                        obs = self.env.step(self._action)
+                        self._latest = obs
+                        self._reward += float(obs["reward"])
+                        self._done = bool(obs["is_last"])
+                        self._steps += 1
+                    self._next += self.period
+                    behind = time.monotonic() - self._next
+                    if behind > self.skip_after:
+                        skipped = int(behind / self.period)
+                        self._skipped += skipped
+                        self._next += skipped * self.period
+        except BaseException as e:  # surfaced on the agent's next call
+            self._error = e
