@@ -95,10 +95,10 @@ class GameGymEnv(gymnasium.Env):
 
 
 def register_games() -> list[str]:
-    """Register every game in GAMES (once); return their ids."""
-    from dreamer_live.envs.games import GAMES
+    """Register every built-in game (once), without importing the game modules; return their ids."""
+    from dreamer_live.envs.games import GAME_MODULES
     ids = []
-    for name in GAMES:
+    for name in GAME_MODULES:
         env_id = game_id(name)
         if env_id not in gymnasium.registry:
             gymnasium.register(env_id, entry_point=f"{__name__}:GameGymEnv", kwargs={"game": name},
