@@ -16,6 +16,8 @@ from dreamer_live.errors import UserError
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
 # Sections that define what the parameters mean; a logdir refuses a restart that changes them.
 IDENTITY_SECTIONS = ("agent", "env")
+# ... except these keys, which say how to attach to or show the game, not what the parameters mean.
+NOT_IDENTITY = ("env.live.", "env.window")
 # Mappings whose keys are free-form (passed through to a game or gymnasium.make), not checked.
 FREE_FORM = ("env.kwargs",)
 
@@ -249,8 +251,12 @@ def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any
     return config.update(overrides or {})
 
 
+def _is_identity(key: str) -> bool:
+    return key.split(".")[0] in IDENTITY_SECTIONS and not key.startswith(NOT_IDENTITY)
+
+
 def identity_diff(old: Config, new: Config) -> list[str]:
     """Keys in the identity sections whose values differ between two configs."""
-    a = {k: v for k, v in old.flat().items() if k.split(".")[0] in IDENTITY_SECTIONS}
-    b = {k: v for k, v in new.flat().items() if k.split(".")[0] in IDENTITY_SECTIONS}
+    a = {k: v for k, v in old.flat().items() if _is_identity(k)}
+    b = {k: v for k, v in new.flat().items() if _is_identity(k)}
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))

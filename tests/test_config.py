@@ -67,3 +67,8 @@ def test_command_line_error_is_one_line():
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "unknown config key 'agent.nope'" in out.stderr
+
+
+def test_attaching_to_the_game_is_not_identity(tmp_path):
+    cli.logdir_config(tmp_path, ["debug"], {})
+    cli.logdir_config(tmp_path, ["debug"], {"env.window": True})  # accepted: same model, same game

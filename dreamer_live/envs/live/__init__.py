@@ -1,0 +1,39 @@
+"""Live desktop games: screen capture, held keys and memory reads, configured by a game profile.
+
+`make_live_env(config)` builds a LiveEnv from env.profile (a YAML file under configs/games/) and the
+env.live settings; `make_env` calls it for env.name live and adds the shaping wrappers.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from dreamer_live.config import CONFIG_DIR
+from dreamer_live.envs.live.env import LiveEnv, LiveOptions
+from dreamer_live.envs.live.profile import Profile, load_profile
+from dreamer_live.errors import UserError
+
+
+def profile_path(name: str) -> pathlib.Path:
+    """A profile path as given, else relative to the project root, else a name under configs/games/."""
+    path = pathlib.Path(name).expanduser()
+    for candidate in (path, CONFIG_DIR.parent / path, CONFIG_DIR / "games" / path,
+                      CONFIG_DIR / "games" / f"{name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return path
+
+
+def make_live_env(config) -> LiveEnv:
+    """The LiveEnv for config.env.profile (obs size/colour: the profile's, else env.size/grayscale)."""
+    env = config.env
+    if not env.profile:
+        raise UserError("env.name live needs a game profile: --env.profile configs/games/NAME.yaml")
+    profile = load_profile(profile_path(env.profile))
+    size = profile.size or tuple(env.size)
+    grayscale = env.grayscale if profile.grayscale is None else profile.grayscale
+    return LiveEnv(profile, size=size, grayscale=grayscale, obs=env.obs,
+                   options=LiveOptions.from_config(env.live))
+
+
+__all__ = ["LiveEnv", "LiveOptions", "Profile", "load_profile", "make_live_env", "profile_path"]

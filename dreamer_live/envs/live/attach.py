@@ -1,0 +1,158 @@
+"""Attaching to the game: find (or launch) its window, pick its process, gather the memory value specs.
+
+Every wait here takes a `sleep(seconds)` callable from the env, which watches the hotkeys and stop
+signals while it sleeps (and raises to abandon the wait).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from dreamer_live.envs.live.memory import find_pids
+from dreamer_live.envs.live.profile import TYPES, Profile, ValueSpec, nearest
+from dreamer_live.envs.live.window import Window
+from dreamer_live.errors import UserError
+
+Sleep = Callable[[float], None]
+
+
+class GameGone(Exception):
+    """The window or the process disappeared."""
+
+
+def describe(profile: Profile) -> str:
+    """"window with title containing 'X' and process 'y'"."""
+    parts = [f"title containing {profile.title!r}"] if profile.title else []
+    parts += [f"process {profile.process!r}"] if profile.process else []
+    return "window with " + " and ".join(parts)
+
+
+class Launcher:
+    """Starts the profile's launch command when the game is not running; stops what it started."""
+
+    def __init__(self, profile: Profile, enabled: bool, display: str = ""):
+        self.profile, self.enabled, self.display = profile, enabled and bool(profile.launch), display
+        self.process: subprocess.Popen | None = None
+
+    def start_if_needed(self) -> bool:
+        """Launch unless off or already running; whether it started now."""
+        if not self.enabled or (self.process is not None and self.process.poll() is None):
+            return False
+        p = self.profile
+        command = [p.expand(a) for a in p.launch]
+        env = dict(os.environ)
+        if self.display:
+            env["DISPLAY"] = self.display
+        print(f"live: starting the game: {' '.join(command)}", flush=True)
+        try:
+            self.process = subprocess.Popen(
+                command, cwd=p.expand(p.launch_cwd) or None, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError as e:
+            raise UserError(f"{p.path}: launch.command {command[0]!r} cannot start: {e.strerror}"
+                            ) from None
+        return True
+
+    def stop(self) -> None:
+        """Terminate the game this launcher started (if it still runs)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def find_window(windows, profile: Profile, launcher: Launcher, wait_s: float, deadline: float,
+                sleep: Sleep) -> Window:
+    """The game's window (launching the game if configured), waiting until `deadline`."""
+    announced = False
+    while True:
+        if profile.screen_region:
+            return Window(0, "screen region", None)
+        window = windows.find(profile.title, profile.process)
+        if window is not None:
+            return window
+        if launcher.start_if_needed():  # give a game just started its start-up time
+            deadline = max(deadline, time.monotonic() + profile.startup_s)
+        if time.monotonic() >= deadline:
+            titles = sorted({w.title for w in windows.list()})[:8]
+            raise UserError(f"no {describe(profile)} after {wait_s:.0f} s (open windows: "
+                            f"{', '.join(map(repr, titles)) or 'none'})")
+        if not announced:
+            print(f"live: waiting up to {wait_s:.0f} s for a {describe(profile)}", flush=True)
+            announced = True
+        sleep(0.25)
+
+
+def exported_values(profile: Profile, window: Window | None, deadline: float,
+                    sleep: Sleep) -> tuple[int, dict[str, ValueSpec]]:
+    """pid and value specs from the addresses_from JSON the game writes at start-up.
+
+    The file may be missing (the game is starting) or left over from an earlier run (its pid is dead,
+    or not the window's): wait for a fresh one until `deadline`.
+    """
+    path = pathlib.Path(profile.expand(os.path.expanduser(os.path.expandvars(profile.addresses_from))))
+    while True:
+        try:
+            data = json.loads(path.read_text())
+            pid = int(data["pid"])
+            values = data.get("values") or data.get("addresses")
+            specs = {str(n): ValueSpec(str(n), str(v.get("type", "f64")), address=int(v["address"]))
+                     for n, v in values.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            specs, pid = None, 0  # not written yet, or half-written
+        if specs is not None:
+            bad = [s.type for s in specs.values() if s.type not in TYPES]
+            if bad:
+                raise UserError(f"{path}: unknown value type {bad[0]!r}")
+            alive = sys.platform == "win32" or os.path.exists(f"/proc/{pid}")
+            if alive and (window is None or window.pid is None or window.pid == pid):
+                return pid, specs
+        if time.monotonic() >= deadline:
+            raise UserError(f"{profile.path}: memory.addresses_from {path} is missing, unreadable or "
+                            f"not from the running game")
+        sleep(0.25)
+
+
+def value_specs(profile: Profile, window: Window | None, deadline: float,
+                sleep: Sleep) -> tuple[int | None, dict[str, ValueSpec]]:
+    """(pid, {name: spec}) of the values to read: the profile's, plus addresses_from's."""
+    specs = {v.name: v for v in profile.values}
+    pid = None
+    if profile.addresses_from:
+        pid, exported = exported_values(profile, window, deadline, sleep)
+        specs = {**exported, **specs}
+    if not specs:
+        return None, {}
+    wanted = set(profile.vector) | {n for n, _ in profile.reward} | \
+        {c.value for c in profile.terminal} | {s.until.value for s in profile.reset if s.until}
+    missing = sorted(wanted - set(specs))
+    if missing:
+        raise UserError(f"{profile.path}: memory value {missing[0]!r} is used but not defined"
+                        f"{nearest(missing[0], specs)} (values: {', '.join(sorted(specs))})")
+    if pid is None and profile.memory_process:
+        pids = find_pids(profile.memory_process) if sys.platform != "win32" else _windows_pids(
+            profile.memory_process)
+        if not pids:
+            raise GameGone(f"no process named {profile.memory_process!r}")
+        pid = pids[-1]
+    if pid is None and window is not None:
+        pid = window.pid
+    if pid is None:
+        raise UserError(f"{profile.path}: cannot tell the game's process from its window; set "
+                        f"memory.process")
+    return pid, specs
+
+
+def _windows_pids(name: str) -> list[int]:
+    import pymem.process
+    entry = pymem.process.process_from_name(name)
+    return [int(entry.th32ProcessID)] if entry is not None else []

@@ -1,0 +1,450 @@
+"""LiveEnv: a live desktop game as an Env, through screen capture, held keys and memory reads.
+
+Each observation: capture the window (or screen box) -> resize/grey -> `image`; read the profile's memory
+values -> `vector` (the names in obs.vector) and `log/<name>` for every value (for the progress wrappers
+and logs). The reward is the weighted sum of value changes since the previous observation; the profile's
+terminal conditions end an episode as a death.
+
+The game never waits: `act` holds the action's keys until the next `act`. Keys are released when the
+action changes, when an episode ends, on pause/stop hotkeys, when the window loses focus, when the game
+disappears, on close, at exit and on SIGINT/SIGTERM (keys.py). A vanished game, a focus loss or a pause
+ends the episode as a truncation (is_last, not is_terminal) and `reset` waits for the game to return
+(env.live.wait_s), launching it again when the profile has a launch command.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import signal
+import sys
+import time
+
+import gymnasium
+import numpy as np
+
+from dreamer_live.envs.base import Env, action_to_env, step_spaces
+from dreamer_live.envs.live import keys as keyslib
+from dreamer_live.envs.live.attach import GameGone, Launcher, find_window, value_specs
+from dreamer_live.envs.live.capture import BLACK_HINT, Capture, is_black, preprocess
+from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
+from dreamer_live.envs.live.profile import Profile, ValueSpec, nearest
+from dreamer_live.envs.live.window import open_windows
+from dreamer_live.errors import UserError
+
+LOG = "log/"
+STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
+CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
+FOCUS_POLICIES = ("wait", "refocus", "ignore")
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveOptions:
+    """Run-time settings from env.live (see configs/defaults.yaml)."""
+
+    display: str = ""
+    wait_s: float = 300.0
+    launch: bool = True
+    on_focus_loss: str = "wait"
+    pause_key: str = "f9"
+    stop_key: str = "f10"
+    black_timeout_s: float = 10.0
+
+    @classmethod
+    def from_config(cls, live) -> LiveOptions:
+        """From the env.live config section."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        options = cls(**{k: v for k, v in dict(live).items() if k in fields})
+        if options.on_focus_loss not in FOCUS_POLICIES:
+            raise UserError(f"env.live.on_focus_loss must be one of {', '.join(FOCUS_POLICIES)}, "
+                            f"not {options.on_focus_loss!r}")
+        for name in ("pause_key", "stop_key"):
+            value = getattr(options, name)
+            if value and keyslib.key_name(value) is None:
+                raise UserError(f"env.live.{name}: unknown key {value!r}"
+                                f"{nearest(value, keyslib.KEY_NAMES)}")
+        return options
+
+
+class _Stopped(Exception):
+    """A wait was cut short by the stop key or a stop signal."""
+
+
+class LiveEnv(Env):
+    """A live game in a window: capture -> obs, memory -> reward, discrete actions -> held keys."""
+
+    def __init__(self, profile: Profile, size=(64, 64), grayscale: bool = False, obs: str = "image",
+                 options: LiveOptions = LiveOptions()):
+        if obs not in ("image", "vector", "both"):
+            raise UserError(f"env.obs must be image, vector or both, not {obs!r}")
+        if obs in ("vector", "both") and not profile.vector:
+            raise UserError(f"env.obs {obs} needs obs.vector (memory value names) in {profile.path}")
+        self.profile, self.options = profile, options
+        self.size, self.grayscale = (int(size[0]), int(size[1])), bool(grayscale)
+        self.obs_space = {}
+        if obs in ("image", "both"):
+            channels = 1 if self.grayscale else 3
+            self.obs_space["image"] = gymnasium.spaces.Box(0, 255, (*self.size, channels), np.uint8)
+        if obs in ("vector", "both"):
+            self.obs_space["vector"] = gymnasium.spaces.Box(
+                -np.inf, np.inf, (len(profile.vector),), np.float32)
+        self.obs_space.update(step_spaces())
+        self.act_space = gymnasium.spaces.Discrete(len(profile.actions))
+        self._action_keys = [keys for _, keys in profile.actions]
+        self._hotkeys = {k for k in (options.pause_key, options.stop_key) if k}
+        for name, keys in profile.actions:
+            clash = self._hotkeys & set(keys)
+            if clash:
+                raise UserError(f"action {name!r} uses the hotkey {sorted(clash)[0]!r}; change "
+                                f"env.live.pause_key / env.live.stop_key")
+        self.windows = open_windows(options.display)
+        if sys.platform == "win32":
+            backend = keyslib.DirectInputKeys()
+        else:
+            backend = keyslib.XTestKeys(self.windows.display)
+        self.keys = keyslib.KeyHolder(backend)
+        self.capture = Capture(options.display) if "image" in self.obs_space else None
+        self._window = None  # Window once connected
+        self._reader = None
+        self._specs: dict[str, ValueSpec] = {}
+        self.launcher = Launcher(profile, options.launch, options.display)
+        self._prev: dict[str, float] = {}
+        self._last: dict[str, np.ndarray] | None = None
+        self._over = True  # no episode running (before reset, after an end)
+        self._interrupt = ""  # why the running episode must end at the next observe
+        self._paused = False
+        self._hot_down: set[str] = set()
+        self._black_since: float | None = None
+        self._warned_black = False
+        self._stats = {k: collections.deque(maxlen=STATS_KEPT)
+                       for k in ("capture_ms", "memory_ms", "input_ms")}
+        self._counts = {"reconnects": 0, "focus_losses": 0, "memory_errors": 0, "pauses": 0}
+        self._closed = False
+
+    # --- Env protocol -------------------------------------------------------------------------------------
+    def reset(self) -> dict[str, np.ndarray]:
+        """Wait for the game (and focus, and resume), run the profile's reset steps, observe."""
+        self.keys.release_all()
+        self._over = True
+        try:
+            while True:
+                self._poll_hotkeys()
+                self._wait_while_paused()
+                if self._window is None:
+                    self._connect()
+                try:
+                    self._wait_for_focus()
+                    self._run_reset_steps()
+                    image, values = self._sense()
+                except GameGone as e:
+                    self._lost(str(e))
+                    continue
+                break
+        except _Stopped:
+            return self._stopped_obs()
+        self._interrupt, self._over, self._prev = "", False, values
+        self._last = self._obs(image, values, 0.0, first=True)
+        return self._last
+
+    def act(self, action) -> None:
+        """Hold the action's keys from now on (nothing while no episode runs or the window lacks focus)."""
+        self._poll_hotkeys()
+        if self._over or self._interrupt or self._window is None:
+            self.keys.release_all()
+            return
+        index = int(action) if np.ndim(action) == 0 else action_to_env(np.asarray(action), self.act_space)
+        policy = self.options.on_focus_loss
+        if policy != "ignore" and self._window.handle and not self.windows.has_focus(self._window.handle):
+            if policy == "refocus":
+                self.windows.focus(self._window.handle)
+            else:
+                self.keys.release_all()
+                self._counts["focus_losses"] += 1
+                self._interrupt = "the game window lost the keyboard focus"
+                return
+        self._stats["input_ms"].append(self.keys.set(self._action_keys[index]))
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """Capture and read the game now; reward = weighted value changes since the last observation."""
+        self._poll_hotkeys()
+        if self._last is None:
+            raise RuntimeError("call reset() before observe()")
+        if self._over:
+            return self._end_obs(terminal=False)
+        if self._interrupt:
+            print(f"live: episode ended: {self._interrupt}; keys released", flush=True)
+            return self._end_obs(terminal=False)
+        try:
+            image, values = self._sense()
+        except GameGone as e:
+            self._lost(str(e))
+            return self._end_obs(terminal=False)
+        reward = sum(w * (values[n] - self._prev[n]) for n, w in self.profile.reward)
+        terminal = any(c.holds(self._prev[c.value], values[c.value]) for c in self.profile.terminal)
+        self._prev = values
+        self._last = self._obs(image, values, reward, last=terminal, terminal=terminal)
+        if terminal:
+            self._over = True
+            self.keys.release_all()
+        return self._last
+
+    def metrics(self) -> dict[str, float]:
+        """live/capture_ms (capture + preprocess), live/input_ms (key changes), live/memory_ms, counters."""
+        out = {}
+        for name, samples in self._stats.items():
+            if samples:
+                out[f"live/{name}"] = float(np.mean(samples))
+                out[f"live/{name}_max"] = float(np.max(samples))
+            samples.clear()
+        out.update({f"live/{k}": float(v) for k, v in self._counts.items()})
+        out["live/paused"] = float(self._paused)
+        return out
+
+    def close(self) -> None:
+        """Release every key; stop a game this env launched; close the handles (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.keys.release_all()
+        finally:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            self.launcher.stop()
+            if self.capture is not None:
+                self.capture.close()
+            self.windows.close()
+
+    # --- observations -------------------------------------------------------------------------------------
+    def _obs(self, image, values, reward, first=False, last=False, terminal=False):
+        out = {}
+        if image is not None:
+            out["image"] = image
+        if "vector" in self.obs_space:
+            out["vector"] = np.array([values[n] for n in self.profile.vector], np.float32)
+        out.update({LOG + n: np.array(v, np.float32) for n, v in values.items()})
+        out["reward"] = np.array(reward, np.float32)
+        out["is_first"], out["is_last"] = np.array(first), np.array(last)
+        out["is_terminal"] = np.array(terminal)
+        return out
+
+    def _end_obs(self, terminal: bool) -> dict[str, np.ndarray]:
+        """The last observation again, marking the episode's end (a truncation: nothing new happened)."""
+        self._over = True
+        self.keys.release_all()
+        obs = dict(self._last)
+        obs.update(reward=np.array(0.0, np.float32), is_first=np.array(False), is_last=np.array(True),
+                   is_terminal=np.array(terminal))
+        return obs
+
+    def _stopped_obs(self) -> dict[str, np.ndarray]:
+        """reset() gave up (stop key or signal): hand back the last observation so the actor can stop."""
+        if self._last is None:
+            raise UserError("live game: stopped before the game was found")
+        obs = dict(self._last)
+        obs.update(reward=np.array(0.0, np.float32), is_first=np.array(True), is_last=np.array(False),
+                   is_terminal=np.array(False))
+        self._over = True  # act() sends nothing; the actor stops at its next check
+        return obs
+
+    def _sense(self):
+        """(image or None, {name: value}) now; GameGone if the window or process vanished."""
+        window = self._window
+        if self.profile.screen_region:
+            box = self.profile.screen_region
+        else:
+            geometry = self.windows.geometry(window.handle)
+            if geometry is None:
+                raise GameGone(f"window {window.title!r} is gone (closed or minimised)")
+            box = self._box(geometry)
+        image = None
+        if self.capture is not None:
+            start = time.perf_counter()
+            try:
+                frame = self.capture.grab(box)
+            except Exception as e:  # mss.ScreenShotError: the box left the screen
+                raise GameGone(f"cannot capture {box}: {e}") from None
+            image = preprocess(frame, self.size, self.grayscale)
+            self._stats["capture_ms"].append((time.perf_counter() - start) * 1000)
+            self._check_black(image)
+        start = time.perf_counter()
+        values = self._read_values(strict=False)
+        self._stats["memory_ms"].append((time.perf_counter() - start) * 1000)
+        return image, values
+
+    def _box(self, geometry) -> tuple[int, int, int, int]:
+        left, top, width, height = geometry
+        region = self.profile.region
+        if region is None:
+            return left, top, width, height
+        if region[0] + region[2] > width or region[1] + region[3] > height:
+            raise UserError(f"{self.profile.path}: window.region {list(region)} lies outside the "
+                            f"window's {width}x{height} client area")
+        return left + region[0], top + region[1], region[2], region[3]
+
+    def _read_values(self, strict: bool) -> dict[str, float]:
+        values = {}
+        for name, spec in self._specs.items():
+            try:
+                values[name] = read_value(spec, self._reader)
+            except ProcessGone as e:
+                raise GameGone(str(e)) from None
+            except MemoryReadError:
+                if strict:
+                    raise
+                self._counts["memory_errors"] += 1
+                values[name] = self._prev.get(name, 0.0)  # e.g. a level loading: keep the last reading
+        return values
+
+    def _check_black(self, image: np.ndarray) -> None:
+        if not is_black(image):
+            self._black_since, self._warned_black = None, False
+            return
+        now = time.monotonic()
+        if self._black_since is None:
+            self._black_since = now
+        elif not self._warned_black and now - self._black_since > self.options.black_timeout_s:
+            print(f"live: warning: {BLACK_HINT}", flush=True)
+            self._warned_black = True
+
+    # --- connecting ---------------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        """Find the window, open the process's memory, check the values and the capture."""
+        deadline = time.monotonic() + self.options.wait_s
+        while True:
+            window = find_window(self.windows, self.profile, self.launcher, self.options.wait_s,
+                                 deadline, self._sleep)
+            if self.profile.focus and window.handle:
+                self.windows.focus(window.handle)
+            self._window = window
+            try:
+                self._open_memory(deadline)
+                if self.capture is not None:
+                    self._await_picture(deadline)
+            except GameGone as e:
+                self._lost(str(e))
+                continue
+            pid = f" (pid {self._reader.pid})" if self._reader else ""
+            print(f"live: playing {window.title!r}{pid}", flush=True)
+            return
+
+    def _open_memory(self, deadline: float) -> None:
+        """Open the game's process and read every value once (a pointer chain may need a moment)."""
+        pid, specs = value_specs(self.profile, self._window, deadline, self._sleep)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._specs = specs
+        if not specs:
+            return
+        try:
+            self._reader = open_process(pid, self.profile.pointer_size)
+        except ProcessGone as e:
+            raise GameGone(str(e)) from None
+        give_up = min(deadline, time.monotonic() + CHAIN_RETRY_S)
+        while True:
+            try:
+                self._prev = self._read_values(strict=True)
+                return
+            except MemoryReadError as e:
+                if time.monotonic() >= give_up:
+                    raise UserError(f"{self.profile.path}: bad memory value: {e}") from None
+                self._sleep(0.25)
+
+    def _await_picture(self, deadline: float) -> None:
+        """Capture until a frame is not all black; all black for black_timeout_s is an error."""
+        until = min(deadline, time.monotonic() + self.options.black_timeout_s)
+        while True:
+            image, _ = self._sense()
+            if not is_black(image):
+                return
+            if time.monotonic() >= until:
+                raise UserError(f"{self.profile.path}: {BLACK_HINT}")
+            self._sleep(0.2)
+
+    def _lost(self, why: str) -> None:
+        """The game went away: keys up, forget the window and process."""
+        self.keys.release_all()
+        print(f"live: {why}; keys released, waiting for the game", flush=True)
+        self._counts["reconnects"] += 1
+        self._window = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    # --- waiting, hotkeys, reset steps --------------------------------------------------------------------
+    def _sleep(self, seconds: float) -> None:
+        """Sleep while watching the hotkeys and signals; _Stopped if a stop was asked."""
+        end = time.monotonic() + seconds
+        while True:
+            self._poll_hotkeys()
+            if keyslib.STOP_EVENT.is_set():
+                raise _Stopped
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+
+    def _poll_hotkeys(self) -> None:
+        if not self._hotkeys:
+            return
+        try:
+            down = self.keys.backend.pressed(self._hotkeys)
+        except Exception:
+            return
+        pressed, self._hot_down = down - self._hot_down, down
+        if self.options.stop_key in pressed:
+            self.keys.release_all()
+            self._interrupt = "stop key"
+            print(f"live: {self.options.stop_key} pressed: keys released, stopping", flush=True)
+            keyslib.STOP_EVENT.set()
+            os.kill(os.getpid(), signal.SIGINT)  # the actor's stop handler finishes cleanly
+        elif self.options.pause_key in pressed:
+            self._paused = not self._paused
+            self.keys.release_all()
+            if self._paused:
+                self._counts["pauses"] += 1
+                self._interrupt = "paused"
+                print(f"live: paused, keys released ({self.options.pause_key} resumes)", flush=True)
+            else:
+                print("live: resumed", flush=True)
+
+    def _wait_while_paused(self) -> None:
+        while self._paused:
+            self._sleep(0.05)
+        if keyslib.STOP_EVENT.is_set():
+            raise _Stopped
+
+    def _wait_for_focus(self) -> None:
+        window = self._window
+        if self.options.on_focus_loss != "wait" or not window.handle:
+            return
+        announced = False
+        while not self.windows.has_focus(window.handle):
+            if self.windows.geometry(window.handle) is None:
+                raise GameGone(f"window {window.title!r} is gone")
+            if not announced:
+                print(f"live: waiting for {window.title!r} to have the keyboard focus (click it)",
+                      flush=True)
+                announced = True
+            self._sleep(0.1)
+
+    def _run_reset_steps(self) -> None:
+        for step in self.profile.reset:
+            if step.keys:
+                self.keys.tap(step.keys, step.hold_s)
+            elif step.wait_s:
+                self._sleep(step.wait_s)
+            elif step.until is not None:
+                end = time.monotonic() + step.timeout_s
+                while True:
+                    _, values = self._sense()
+                    if step.until.holds(None, values[step.until.value]):
+                        break
+                    if time.monotonic() >= end:
+                        print(f"live: reset: {step.until.value} did not reach the condition in "
+                              f"{step.timeout_s:g} s; going on", flush=True)
+                        break
+                    self._sleep(0.05)

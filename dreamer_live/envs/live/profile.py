@@ -1,0 +1,382 @@
+"""Game profiles: one YAML file per live game (configs/games/*.yaml), checked into a `Profile`.
+
+A profile says how to find the game's window and what to capture, which keys each action holds, which
+memory values to read (module + offset + pointer chain as Cheat Engine shows them, or an absolute
+address), how the reward is made from value changes, when an episode ends, and how to reset. Every
+mistake is a UserError of one line naming the key (and the nearest valid key for a typo).
+
+    name: supertux
+    window: {title: SuperTux, process: supertux2, region: null}
+    launch: {command: [supertux2, --window, "{profile_dir}/level.stl"], startup_s: 20}
+    actions: {idle: [], left: [left], right: [right], jump: [space], right_jump: [right, space]}
+    memory:
+      values:
+        x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32}
+        coins: {address: 0x55d0c2a4f3c0, type: i32}
+    obs: {size: [64, 64], grayscale: true, vector: [x]}
+    reward: {x: 0.01, coins: 1.0}
+    terminal: [{value: lives, decreased: true}]
+    reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}}]
+
+Pointer chains: `[[[module + offset] + o1] + o2] + o3` for offsets [o1, o2, o3] (in Cheat Engine's pointer
+dialog the first offset applied is the bottom one). Numbers may be written 0x1A2B or "1A2B" in hex.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import pathlib
+import struct
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from dreamer_live.config import read_yaml
+from dreamer_live.envs.live.keys import KEY_NAMES, key_name
+from dreamer_live.errors import UserError
+
+# Memory value types: name -> struct format (little-endian).
+TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "<I",
+         "i64": "<q", "u64": "<Q", "f32": "<f", "f64": "<d"}
+# Episode-end / wait conditions: flags compare with the previous reading, thresholds with a number.
+CHANGE_OPS = ("increased", "decreased", "changed")
+LEVEL_OPS = ("above", "below", "equals")
+TOP_KEYS = ("name", "window", "launch", "actions", "memory", "obs", "reward", "terminal", "reset")
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueSpec:
+    """One memory value: an absolute address or module + offset, then a pointer chain, and a type."""
+
+    name: str
+    type: str
+    address: int | None = None
+    module: str | None = None
+    offset: int = 0
+    offsets: tuple[int, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Bytes the value occupies."""
+        return struct.calcsize(TYPES[self.type])
+
+    def describe(self) -> str:
+        """Cheat Engine style: "game.exe"+1A2B -> [+10] -> [+1E8]."""
+        base = f'"{self.module}"+{self.offset:X}' if self.module else f"{self.address:X}"
+        return base + "".join(f" -> [+{o:X}]" for o in self.offsets)
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """A test on one memory value: changed/increased/decreased since the last reading, or a threshold."""
+
+    value: str
+    op: str
+    arg: float = 0.0
+
+    def holds(self, previous: float | None, current: float) -> bool:
+        """Whether the condition is true going from `previous` to `current`."""
+        if self.op in LEVEL_OPS:
+            return {"above": current > self.arg, "below": current < self.arg,
+                    "equals": current == self.arg}[self.op]
+        if previous is None:
+            return False
+        return {"increased": current > previous, "decreased": current < previous,
+                "changed": current != previous}[self.op]
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetStep:
+    """Press keys (held hold_s), wait wait_s, or wait until a condition holds (at most timeout_s)."""
+
+    keys: tuple[str, ...] = ()
+    hold_s: float = 0.1
+    wait_s: float = 0.0
+    until: Condition | None = None
+    timeout_s: float = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A checked game profile."""
+
+    path: pathlib.Path
+    name: str
+    title: str = ""
+    process: str = ""
+    region: tuple[int, int, int, int] | None = None  # inside the window's client area
+    screen_region: tuple[int, int, int, int] | None = None  # fixed screen box instead of a window
+    focus: bool = True  # focus the window when first found
+    launch: tuple[str, ...] = ()
+    launch_cwd: str = ""
+    startup_s: float = 30.0
+    actions: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, keys), index 0 first
+    memory_process: str = ""
+    pointer_size: int = 0  # 0 = the process's own (auto)
+    addresses_from: str = ""
+    values: tuple[ValueSpec, ...] = ()
+    size: tuple[int, int] | None = None
+    grayscale: bool | None = None
+    vector: tuple[str, ...] = ()
+    reward: tuple[tuple[str, float], ...] = ()
+    terminal: tuple[Condition, ...] = ()
+    reset: tuple[ResetStep, ...] = ()
+
+    @property
+    def action_names(self) -> list[str]:
+        """Action names in index order."""
+        return [name for name, _ in self.actions]
+
+    @property
+    def value_names(self) -> list[str]:
+        """Names of the memory values (from the profile; addresses_from may add more at run time)."""
+        return [v.name for v in self.values]
+
+    def expand(self, text: str) -> str:
+        """Fill {profile_dir} (this file's folder) and {python} (this Python) in a launch argument."""
+        return text.replace("{profile_dir}", str(self.path.parent)).replace("{python}", sys.executable)
+
+
+def nearest(name: str, candidates) -> str:
+    """" (did you mean 'x'?)" for the closest candidate, or ""."""
+    match = difflib.get_close_matches(str(name), list(candidates), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+class _Checker:
+    """Reads one profile, raising UserError("<file>: <key>: ...") on the first problem."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+
+    def fail(self, where: str, message: str) -> UserError:
+        return UserError(f"game profile {self.path}: {where}: {message}")
+
+    def mapping(self, node: Any, where: str, allowed: tuple[str, ...]) -> Mapping:
+        if node is None:
+            return {}
+        if not isinstance(node, Mapping):
+            raise self.fail(where, f"expects a mapping, got {node!r}")
+        for key in node:
+            if key not in allowed:
+                prefix = f"{where}." if where else ""
+                options = [f"{prefix}{k}" for k in allowed]
+                raise self.fail(f"{prefix}{key}", f"unknown key{nearest(f'{prefix}{key}', options)}; "
+                                                  f"valid: {', '.join(allowed)}")
+        return node
+
+    def string(self, node: Any, where: str) -> str:
+        if node is None:
+            return ""
+        if not isinstance(node, str):
+            raise self.fail(where, f"expects text, got {node!r}")
+        return node
+
+    def number(self, node: Any, where: str, low: float | None = None) -> float:
+        if isinstance(node, bool) or not isinstance(node, (int, float)):
+            raise self.fail(where, f"expects a number, got {node!r}")
+        if low is not None and node < low:
+            raise self.fail(where, f"must be >= {low}, got {node!r}")
+        return float(node)
+
+    def integer(self, node: Any, where: str) -> int:
+        """An int, or hex text like "1A2B" / "0x1A2B" (as copied from Cheat Engine)."""
+        if isinstance(node, bool):
+            raise self.fail(where, f"expects an integer or hex text, got {node!r}")
+        if isinstance(node, int):
+            return node
+        if isinstance(node, str):
+            text = node.strip().lower().removeprefix("0x")
+            try:
+                return int(text, 16)
+            except ValueError:
+                pass
+        raise self.fail(where, f"expects an integer or hex text like 0x1A2B, got {node!r}")
+
+    def box(self, node: Any, where: str) -> tuple[int, int, int, int] | None:
+        if node is None:
+            return None
+        if (not isinstance(node, (list, tuple)) or len(node) != 4
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in node)):
+            raise self.fail(where, f"expects [left, top, width, height] in pixels, got {node!r}")
+        if node[2] <= 0 or node[3] <= 0:
+            raise self.fail(where, f"width and height must be positive, got {node!r}")
+        return tuple(node)
+
+    def keys(self, node: Any, where: str) -> tuple[str, ...]:
+        if node is None:
+            return ()
+        if isinstance(node, str):
+            node = [node]
+        if not isinstance(node, (list, tuple)):
+            raise self.fail(where, f"expects a list of key names, got {node!r}")
+        out = []
+        for i, key in enumerate(node):
+            name = key_name(key) if isinstance(key, str) else None
+            if name is None:
+                raise self.fail(f"{where}[{i}]", f"unknown key {key!r}{nearest(str(key), KEY_NAMES)}")
+            out.append(name)
+        return tuple(dict.fromkeys(out))
+
+    def condition(self, node: Any, where: str, names: set[str], levels_only=False) -> Condition:
+        ops = LEVEL_OPS if levels_only else CHANGE_OPS + LEVEL_OPS
+        node = self.mapping(node, where, ("value",) + ops)
+        value = self.string(node.get("value"), f"{where}.value")
+        if value not in names:
+            raise self.fail(f"{where}.value", f"no memory value {value!r}{nearest(value, names)}; "
+                                              f"values: {', '.join(sorted(names)) or 'none'}")
+        given = [op for op in ops if op in node]
+        if len(given) != 1:
+            raise self.fail(where, f"give exactly one of {', '.join(ops)}")
+        op = given[0]
+        if op in CHANGE_OPS:
+            if node[op] is not True:
+                raise self.fail(f"{where}.{op}", "write it as `" + op + ": true`")
+            return Condition(value, op)
+        return Condition(value, op, self.number(node[op], f"{where}.{op}"))
+
+    def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
+        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets"))
+        kind = self.string(node.get("type", "i32"), f"{where}.type")
+        if kind not in TYPES:
+            raise self.fail(f"{where}.type", f"unknown type {kind!r}{nearest(kind, TYPES)}; "
+                                             f"types: {', '.join(TYPES)}")
+        has_address, has_module = node.get("address") is not None, bool(node.get("module"))
+        if has_address == has_module:
+            raise self.fail(where, "give either address (absolute) or module + offset")
+        if has_address and "offset" in node:
+            raise self.fail(f"{where}.offset", "offset goes with module; use address alone")
+        offsets = node.get("offsets") or []
+        if not isinstance(offsets, (list, tuple)):
+            raise self.fail(f"{where}.offsets", f"expects a list of offsets, got {offsets!r}")
+        return ValueSpec(
+            name=name, type=kind,
+            address=self.integer(node["address"], f"{where}.address") if has_address else None,
+            module=self.string(node.get("module"), f"{where}.module") or None,
+            offset=self.integer(node.get("offset", 0), f"{where}.offset"),
+            offsets=tuple(self.integer(o, f"{where}.offsets[{i}]") for i, o in enumerate(offsets)))
+
+
+def load_profile(path: str | pathlib.Path) -> Profile:
+    """Read and check a game profile YAML file."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise UserError(f"game profile not found: {path} (set env.profile, e.g. "
+                        f"configs/games/supertux.yaml)")
+    return parse_profile(read_yaml(path), path)
+
+
+def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
+    """Check plain profile data (as read from YAML) into a Profile."""
+    path = pathlib.Path(path)
+    c = _Checker(path)
+    top = c.mapping(data, "", TOP_KEYS)
+    fields: dict[str, Any] = {"path": path, "name": c.string(top.get("name"), "name") or path.stem}
+
+    window = c.mapping(top.get("window"), "window", ("title", "process", "region", "screen_region",
+                                                     "focus"))
+    fields["title"] = c.string(window.get("title"), "window.title")
+    fields["process"] = c.string(window.get("process"), "window.process")
+    fields["region"] = c.box(window.get("region"), "window.region")
+    fields["screen_region"] = c.box(window.get("screen_region"), "window.screen_region")
+    if not (fields["title"] or fields["process"] or fields["screen_region"]):
+        raise c.fail("window", "give title or process (to find the window) or screen_region")
+    focus = window.get("focus", True)
+    if not isinstance(focus, bool):
+        raise c.fail("window.focus", f"expects true or false, got {focus!r}")
+    fields["focus"] = focus
+
+    launch = c.mapping(top.get("launch"), "launch", ("command", "cwd", "startup_s"))
+    command = launch.get("command") or []
+    if isinstance(command, str) or not all(isinstance(a, (str, int, float)) for a in command):
+        raise c.fail("launch.command", f"expects a list of arguments, got {command!r}")
+    fields["launch"] = tuple(str(a) for a in command)
+    fields["launch_cwd"] = c.string(launch.get("cwd"), "launch.cwd")
+    fields["startup_s"] = c.number(launch.get("startup_s", 30.0), "launch.startup_s", 0)
+
+    actions = top.get("actions")
+    if not isinstance(actions, Mapping) or not actions:
+        raise c.fail("actions", "expects a mapping of action name -> keys held, e.g. "
+                                "{idle: [], left: [left], jump: [space]}")
+    fields["actions"] = tuple((str(name), c.keys(keys, f"actions.{name}"))
+                              for name, keys in actions.items())
+
+    memory = c.mapping(top.get("memory"), "memory", ("process", "pointer_size", "addresses_from",
+                                                     "values"))
+    fields["memory_process"] = c.string(memory.get("process"), "memory.process")
+    pointer_size = memory.get("pointer_size", "auto")
+    if pointer_size not in ("auto", 4, 8):
+        raise c.fail("memory.pointer_size", f"expects auto, 4 or 8, got {pointer_size!r}")
+    fields["pointer_size"] = 0 if pointer_size == "auto" else pointer_size
+    fields["addresses_from"] = c.string(memory.get("addresses_from"), "memory.addresses_from")
+    values = memory.get("values") or {}
+    if not isinstance(values, Mapping):
+        raise c.fail("memory.values", f"expects a mapping of name -> value, got {values!r}")
+    fields["values"] = tuple(c.value_spec(str(n), v, f"memory.values.{n}") for n, v in values.items())
+    # Names the rest of the profile may use; addresses_from supplies its names at run time.
+    names = {v.name for v in fields["values"]}
+    if fields["addresses_from"]:
+        names |= {"*"}
+
+    def known(name: str, where: str) -> str:
+        if name not in names and "*" not in names:
+            raise c.fail(where, f"no memory value {name!r}{nearest(name, names)}; "
+                                f"values: {', '.join(sorted(names)) or 'none'}")
+        return name
+
+    obs = c.mapping(top.get("obs"), "obs", ("size", "grayscale", "vector"))
+    size = obs.get("size")
+    if size is not None:
+        if (not isinstance(size, (list, tuple)) or len(size) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)):
+            raise c.fail("obs.size", f"expects [height, width], got {size!r}")
+        fields["size"] = tuple(size)
+    grayscale = obs.get("grayscale")
+    if grayscale is not None and not isinstance(grayscale, bool):
+        raise c.fail("obs.grayscale", f"expects true or false, got {grayscale!r}")
+    fields["grayscale"] = grayscale
+    vector = obs.get("vector") or []
+    if not isinstance(vector, (list, tuple)):
+        raise c.fail("obs.vector", f"expects a list of memory value names, got {vector!r}")
+    fields["vector"] = tuple(known(str(n), f"obs.vector[{i}]") for i, n in enumerate(vector))
+
+    reward = top.get("reward") or {}
+    if not isinstance(reward, Mapping):
+        raise c.fail("reward", f"expects a mapping of value name -> weight, got {reward!r}")
+    fields["reward"] = tuple((known(str(n), f"reward.{n}"), c.number(w, f"reward.{n}"))
+                             for n, w in reward.items())
+
+    check_names = names if "*" not in names else _Everything()
+    terminal = top.get("terminal") or []
+    if not isinstance(terminal, (list, tuple)):
+        raise c.fail("terminal", "expects a list of conditions like {value: lives, decreased: true}")
+    fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names)
+                               for i, t in enumerate(terminal))
+
+    reset = top.get("reset") or []
+    if not isinstance(reset, (list, tuple)):
+        raise c.fail("reset", "expects a list of steps like {keys: [enter]} or {wait_s: 1.0}")
+    steps = []
+    for i, step in enumerate(reset):
+        where = f"reset[{i}]"
+        step = c.mapping(step, where, ("keys", "hold_s", "wait_s", "until", "timeout_s"))
+        kinds = [k for k in ("keys", "wait_s", "until") if k in step]
+        if len(kinds) != 1:
+            raise c.fail(where, "give exactly one of keys, wait_s, until")
+        steps.append(ResetStep(
+            keys=c.keys(step.get("keys"), f"{where}.keys"),
+            hold_s=c.number(step.get("hold_s", 0.1), f"{where}.hold_s", 0),
+            wait_s=c.number(step.get("wait_s", 0.0), f"{where}.wait_s", 0),
+            until=(c.condition(step["until"], f"{where}.until", check_names, levels_only=True)
+                   if "until" in step else None),
+            timeout_s=c.number(step.get("timeout_s", 10.0), f"{where}.timeout_s", 0)))
+    fields["reset"] = tuple(steps)
+    return Profile(**fields)
+
+
+class _Everything(set):
+    """Any name is allowed (values arrive from addresses_from at run time)."""
+
+    def __contains__(self, item) -> bool:
+        return True

@@ -1,0 +1,497 @@
+"""The live-game env against real programs on a private Xvfb display.
+
+The built-in Catcher runs as a separate process in a real window (`--window --export`): the env finds the
+window, captures it, holds keys with XTest, reads score and position from the game's memory through
+/proc/PID/mem and computes rewards; an actor run on it writes replay whose rewards match the game's own
+score log. Keys are checked on the X server itself (query_keymap on a separate connection).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+from live_fixtures import (ROOT, fake_key, key_down, running_game, stop_process,  # noqa: F401
+                           xvfb)
+
+from dreamer_live import config as configlib
+from dreamer_live.config import dump_yaml, read_yaml
+from dreamer_live.errors import UserError
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 tests: Linux only")
+
+CATCHER_PROFILE = ROOT / "configs/games/catcher_window.yaml"
+RIGHT, LEFT, IDLE = np.eye(3, dtype=np.float32)[[2, 1, 0]]
+
+
+def write_profile(folder: pathlib.Path, export: pathlib.Path | None = None, **changes) -> pathlib.Path:
+    """catcher_window.yaml pointed at `export` (no launch unless given), with top-level changes."""
+    data = read_yaml(CATCHER_PROFILE)
+    data.pop("launch")
+    if export is not None:
+        data["memory"]["addresses_from"] = str(export)
+    data.update(changes)
+    path = folder / "catcher_test.yaml"
+    path.write_text(dump_yaml(data))
+    return path
+
+
+def live_config(display, profile: pathlib.Path, **overrides):
+    """The catcher_live preset on this display with this profile."""
+    return configlib.resolve(["catcher_live"], {"env.profile": str(profile), "env.live.display": display.name,
+                                                "env.live.wait_s": 20.0, **overrides})
+
+
+def make(display, profile, **overrides):
+    from dreamer_live.envs import make_env
+    return make_env(live_config(display, profile, **overrides))
+
+
+def hold(env, action, seconds: float, hz: float = 20.0) -> list[dict]:
+    """Act and observe at `hz` for `seconds`; the observations."""
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        env.act(action)
+        time.sleep(1 / hz)
+        out.append(env.observe())
+    return out
+
+
+def test_plays_catcher_in_a_window(xvfb, tmp_path):
+    """Finds the window, frames change, held keys move the paddle, values and rewards match the game."""
+    conn = xvfb.xlib()
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        env = make(xvfb, write_profile(tmp_path, game.export))
+        try:
+            assert env.obs_space["image"].shape == (64, 64, 3)
+            first = env.reset()
+            assert first["is_first"] and first["image"].shape == (64, 64, 3)
+            assert first["image"].dtype == np.uint8
+            start_time, start_score = time.time(), float(first["log/score"])
+
+            right = hold(env, RIGHT, 1.0)
+            assert key_down(conn, "Right") and not key_down(conn, "Left")
+            assert game.read("x") > 50  # pushed to the right wall
+            left = hold(env, LEFT, 1.0)
+            assert key_down(conn, "Left") and not key_down(conn, "Right")
+            assert game.read("x") < 14
+            steps = right + left + hold(env, IDLE, 4.0)
+            end_time = time.time()
+            assert not key_down(conn, "Left") and not key_down(conn, "Right")
+
+            # What the env read is what the game holds.
+            assert float(steps[-1]["log/x"]) == pytest.approx(game.read("x"), abs=1e-3)
+            # Frames change (the fruit falls, the paddle moves).
+            distinct = {obs["image"].tobytes() for obs in steps}
+            assert len(distinct) > len(steps) // 4
+            # Rewards are the score's changes, and the game's own log agrees.
+            rewards = [float(obs["reward"]) for obs in steps]
+            assert sum(rewards) == pytest.approx(float(steps[-1]["log/score"]) - start_score)
+            logged = [e["reward"] for e in game.events() if start_time <= e["time"] <= end_time]
+            assert logged, "no fruit landed in 6 s"
+            assert abs(sum(rewards) - sum(logged)) <= 1  # at most one event on a boundary
+            assert sum(r != 0 for r in rewards) >= len(logged) - 1
+            assert not any(obs["is_last"] for obs in steps)
+            metrics = env.metrics()
+            assert 0 < metrics["live/capture_ms"] < 200
+            assert metrics["live/input_ms_max"] > 0
+        finally:
+            env.close()
+        assert not key_down(conn, "Left") and not key_down(conn, "Right")
+    conn.close()
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from dreamer_live import config as configlib
+    from dreamer_live.envs import make_env
+    env = make_env(configlib.resolve(["catcher_live"], dict(
+        {"env.profile": sys.argv[1], "env.live.display": sys.argv[2], "env.live.wait_s": 20.0})))
+    env.reset()
+    env.act(np.eye(3, dtype=np.float32)[2])
+    print("holding", flush=True)
+    if sys.argv[3] == "crash":
+        time.sleep(0.5)
+        raise RuntimeError("simulated crash")
+    while True:
+        env.act(np.eye(3, dtype=np.float32)[2])
+        time.sleep(0.05)
+        env.observe()
+""")
+
+
+def start_child(xvfb, profile) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(profile), xvfb.name, "loop"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=xvfb.env())
+
+
+def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 30.0) -> list[str]:
+    """Collect the child's stdout lines (the list keeps filling) until one contains `text`."""
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    end = time.monotonic() + timeout
+    while not any(text in line for line in lines):
+        if time.monotonic() > end or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"child never printed {text!r}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.05)
+    return lines
+
+
+@pytest.mark.parametrize("how", ["crash", "SIGTERM", "SIGINT"])
+def test_keys_released_on_crash_and_signals(xvfb, tmp_path, how):
+    """A held key goes up when the process holding it crashes or is told to stop."""
+    import signal
+    conn = xvfb.xlib()
+    with running_game(xvfb, tmp_path) as game:
+        profile = write_profile(tmp_path, game.export)
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(profile), xvfb.name,
+                                 "crash" if how == "crash" else "loop"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=xvfb.env())
+        try:
+            wait_for_line(proc, "holding")
+            assert key_down(conn, "Right") or proc.poll() is not None
+            if how == "crash":
+                assert proc.wait(20) != 0
+                assert "simulated crash" in proc.stderr.read()
+            else:
+                stop_process(proc, getattr(signal, how))
+            assert not key_down(conn, "Right")
+        finally:
+            stop_process(proc, signal.SIGKILL)
+    conn.close()
+
+
+def focus(conn, window_id: int) -> None:
+    from Xlib import X
+    conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)
+    conn.sync()
+
+
+def test_focus_loss_pause_and_stop_release_keys(xvfb, tmp_path):
+    """Focus loss and the pause key end the episode with keys up; reset waits; the stop key stops."""
+    conn = xvfb.xlib()
+    other = conn.screen().root.create_window(0, 0, 50, 50, 0, conn.screen().root_depth)
+    other.map()
+    conn.sync()
+    with running_game(xvfb, tmp_path) as game:
+        profile = write_profile(tmp_path, game.export)
+        env = make(xvfb, profile)
+        live = env.unwrapped if hasattr(env, "unwrapped") else env
+        try:
+            env.reset()
+            game_window = live._window.handle
+            hold(env, RIGHT, 0.3)
+            assert key_down(conn, "Right")
+            # Focus moves to another window: keys up, the episode ends as a truncation.
+            focus(conn, other.id)
+            env.act(RIGHT)
+            assert not key_down(conn, "Right")
+            obs = env.observe()
+            assert obs["is_last"] and not obs["is_terminal"]
+            # reset waits for the focus to come back.
+            threading.Timer(0.8, focus, (xvfb.xlib(), game_window)).start()
+            began = time.monotonic()
+            assert env.reset()["is_first"]
+            assert time.monotonic() - began >= 0.7
+
+            # The pause key: keys up, episode over, reset waits until it is pressed again.
+            hold(env, RIGHT, 0.3)
+            assert key_down(conn, "Right")
+            fake_key(conn, "F9", True)
+            env.act(RIGHT)
+            fake_key(conn, "F9", False)
+            assert not key_down(conn, "Right")
+            assert env.observe()["is_last"]
+
+            def resume():
+                c = xvfb.xlib()
+                fake_key(c, "F9", True)
+                time.sleep(0.2)
+                fake_key(c, "F9", False)
+                c.close()
+
+            threading.Timer(0.8, resume).start()
+            began = time.monotonic()
+            assert env.reset()["is_first"]
+            assert time.monotonic() - began >= 0.7
+            hold(env, RIGHT, 0.3)
+            assert key_down(conn, "Right")
+            assert env.metrics()["live/pauses"] == 1 and env.metrics()["live/focus_losses"] == 1
+        finally:
+            env.close()
+        assert not key_down(conn, "Right")
+
+        # The stop key (in a child: it signals its own process) releases keys and stops it.
+        proc = start_child(xvfb, profile)
+        try:
+            lines = wait_for_line(proc, "holding")
+            time.sleep(0.3)
+            assert key_down(conn, "Right")
+            fake_key(conn, "F10", True)
+            time.sleep(0.3)
+            fake_key(conn, "F10", False)
+            proc.wait(10)
+            time.sleep(0.1)
+            assert any("f10 pressed" in line for line in lines)
+            assert not key_down(conn, "Right")
+        finally:
+            stop_process(proc)
+    conn.close()
+
+
+def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path):
+    """The game dies: the episode ends (not terminal), keys go up; reset launches it again."""
+    export = tmp_path / "launched.json"
+    profile = write_profile(tmp_path, export, launch={"command": [
+        "{python}", "-m", "dreamer_live.envs.games.catcher", "--window", "--export", str(export)]})
+    conn = xvfb.xlib()
+    env = make(xvfb, profile)
+    live = env.unwrapped if hasattr(env, "unwrapped") else env
+    pids = []
+    try:
+        assert env.reset()["is_first"]
+        pids.append(json.loads(export.read_text())["pid"])
+        hold(env, RIGHT, 0.3)
+        assert key_down(conn, "Right")
+        os.kill(pids[0], 9)
+        obs = None
+        for _ in range(40):
+            env.act(RIGHT)
+            time.sleep(0.05)
+            obs = env.observe()
+            if obs["is_last"]:
+                break
+        assert obs["is_last"] and not obs["is_terminal"]
+        assert not key_down(conn, "Right")
+        assert env.reset()["is_first"]  # relaunched and reconnected
+        pids.append(json.loads(export.read_text())["pid"])
+        assert pids[1] != pids[0] and live._reader.pid == pids[1]
+        assert env.metrics()["live/reconnects"] >= 1
+    finally:
+        env.close()
+    assert not os.path.exists(f"/proc/{pids[-1]}")  # close() stopped the game it launched
+    conn.close()
+
+
+def test_missing_window_and_bad_chain_fail_in_one_line(xvfb, tmp_path, monkeypatch):
+    """A wrong profile fails with one clear line: no such window, a pointer chain that breaks."""
+    from dreamer_live.envs.live import env as live_env
+    profile = write_profile(tmp_path, tmp_path / "none.json", window={"title": "No Such Game"})
+    env = make(xvfb, profile, **{"env.live.wait_s": 0.5})
+    with pytest.raises(UserError, match=r"no window with title containing 'No Such Game' after") as e:
+        env.reset()
+    assert "\n" not in str(e.value)
+    env.close()
+
+    monkeypatch.setattr(live_env, "CHAIN_RETRY_S", 0.3)
+    with running_game(xvfb, tmp_path) as game:
+        exe = pathlib.Path(os.readlink(f"/proc/{game.pid}/exe")).name
+        data = read_yaml(write_profile(tmp_path, game.export))
+        data["memory"]["values"] = {"bad": {"module": exe, "offset": 0, "offsets": [0, 8], "type": "f32"}}
+        path = tmp_path / "bad_chain.yaml"
+        path.write_text(dump_yaml(data))
+        env = make(xvfb, path)
+        with pytest.raises(UserError, match=rf'bad memory value: bad: "{exe}"\+0 -> \[\+0\] -> \[\+8\]: '
+                                            r"cannot read the pointer at 0x[0-9A-F]+ \(step 2\)") as e:
+            env.reset()
+        assert "\n" not in str(e.value)
+        env.close()
+
+
+def test_memory_permission_error_names_the_fix(tmp_path):
+    """Reading a process we may not trace gives one line with the ptrace fix."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to drop CAP_SYS_PTRACE")
+    target = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import ctypes, time
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: only CAP_SYS_PTRACE may read us
+        print("ready", flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        out = subprocess.run(
+            ["setpriv", "--bounding-set", "-sys_ptrace", sys.executable, "-c",
+             "import sys; from dreamer_live import cli\n"
+             "from dreamer_live.envs.live.memory import LinuxMemory\n"
+             f"sys.exit(cli.main(lambda argv: LinuxMemory({target.pid}))([]))"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60)
+        if "Operation not permitted" in out.stderr and "setpriv" in out.stderr:
+            pytest.skip("setpriv cannot drop capabilities here")
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"memory of process {target.pid}" in lines[0]
+        assert "kernel.yama.ptrace_scope=0" in lines[0] and "CAP_SYS_PTRACE" in lines[0]
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_pointer_chain_in_a_real_process():
+    """module base + offset and a pointer chain resolve in a live process (this one) on Linux."""
+    import ctypes
+
+    from dreamer_live.envs.live.memory import LinuxMemory, read_value, resolve
+    from dreamer_live.envs.live.profile import ValueSpec
+
+    class Player(ctypes.Structure):
+        _fields_ = [("pad", ctypes.c_char * 24), ("x", ctypes.c_float), ("coins", ctypes.c_int32)]
+
+    class World(ctypes.Structure):
+        _fields_ = [("pad", ctypes.c_char * 16), ("player", ctypes.POINTER(Player))]
+
+    player = Player(x=123.5, coins=7)
+    world = World(player=ctypes.pointer(player))
+    root = ctypes.pointer(world)  # a "static" pointer to the world
+    root_address = ctypes.addressof(root)
+    reader = LinuxMemory(os.getpid())
+    try:
+        x = ValueSpec("x", "f32", address=root_address, offsets=(16, 24))
+        coins = ValueSpec("coins", "i32", address=root_address, offsets=(16, 28))
+        assert resolve(x, reader) == ctypes.addressof(player) + 24
+        assert read_value(x, reader) == 123.5 and read_value(coins, reader) == 7
+        player.x = -4.25
+        assert read_value(x, reader) == -4.25
+        libc = next(p for _, _, _, _, p in reader.maps() if "/libc.so" in p or "/libc-" in p)
+        magic = ValueSpec("magic", "u32", module=pathlib.Path(libc).name, offset=0)
+        assert read_value(magic, reader) == 0x464C457F  # "\x7fELF" at the module's base
+    finally:
+        reader.close()
+
+
+def _actor_available() -> str:
+    for module in ("dreamer_live/actor.py", "dreamer_live/replay/__init__.py",
+                   "dreamer_live/agent/__init__.py"):
+        if not (ROOT / module).exists():
+            return f"{module} does not exist yet"
+    return ""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
+def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
+    """~30 s of the actor on the Catcher window: replay rewards are the game's logged reward events."""
+    from dreamer_live.replay import Reader
+    with running_game(xvfb, tmp_path) as game:
+        profile = write_profile(tmp_path, game.export)
+        logdir = tmp_path / "run"
+        out = subprocess.run(
+            [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), "--configs", "debug",
+             "catcher_live", "--env.profile", str(profile), "--env.live.display", xvfb.name,
+             "--actor.duration", "30", "--run.quiet", "true"],
+            cwd=ROOT, capture_output=True, text=True, timeout=240, env=xvfb.env())
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+        events = game.events()
+    with Reader(logdir / "replay", prefetch=0, readonly=True) as reader:
+        (stream,) = reader.streams
+        rewards = reader.read_stream("reward")[stream]
+        times = reader.read_stream("tick_time")[stream]
+        firsts = reader.read_stream("is_first")[stream]
+        lasts = reader.read_stream("is_last")[stream]
+        images = reader.read_stream("image")[stream]
+    assert len(rewards) > 150  # 30 s at 15 Hz, whatever the start-up took
+    assert images.shape[1:] == (64, 64, 3) and len({im.tobytes() for im in images[:100]}) > 10
+    inside = [e for e in events if times[0] <= e["time"] <= times[-1]]
+    assert len(inside) >= 5, "too few fruit landed during the run"
+    # Each reward event shows up once in replay (at most one lost at the run's edges).
+    assert abs(float(rewards.sum()) - sum(e["reward"] for e in inside)) <= 1
+    assert abs(int((rewards != 0).sum()) - len(inside)) <= 1
+    # Three misses end a Catcher game: a terminal step, then Enter (the reset procedure) restarts it.
+    lost = sum(e["reward"] < 0 for e in inside)
+    if lost >= 4:
+        assert lasts.any() and firsts[1:].any()
+    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert any("env/live/capture_ms" in m for m in metrics)
+
+
+def _supertux() -> str:
+    debian = "/usr/games/supertux2"  # /usr/games is not on every PATH
+    return shutil.which("supertux2") or (debian if os.path.exists(debian) else "")
+
+
+@pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
+def test_supertux_plays_with_its_profile(xvfb, tmp_path, monkeypatch):
+    """configs/games/supertux.yaml: launches SuperTux, frames change, holding right moves Tux and the view."""
+    from dreamer_live.envs import make_env
+    monkeypatch.setenv("SUPERTUX2_USER_DIR", str(tmp_path / "supertux"))  # keep the user's saves apart
+    conn = xvfb.xlib()
+    env = make_env(configlib.resolve(["supertux"], {"env.live.display": xvfb.name, "env.live.wait_s": 60.0}))
+    live = env.unwrapped
+    actions = live.profile.action_names
+    idle_action, right = (np.eye(len(actions), dtype=np.float32)[actions.index(n)] for n in ("idle", "right"))
+    try:
+        first = env.reset()  # starts the game, skips its title card, reads x through the pointer chain
+        assert first["image"].shape == (64, 64, 1) and first["image"].dtype == np.uint8
+        pid = live._reader.pid
+        idle = hold(env, idle_action, 1.0, hz=15)
+        moving = hold(env, right, 1.5, hz=15)
+        assert key_down(conn, "Right")
+        x0, x1 = float(idle[-1]["log/x"]), float(moving[-1]["log/x"])
+        assert x1 > x0 + 150, (x0, x1)
+
+        def change(observations):
+            images = np.stack([o["image"].astype(np.float32) for o in observations])
+            return float(np.abs(np.diff(images, axis=0)).mean())
+
+        assert change(moving) > 5 * change(idle) + 1.0  # the view scrolls with Tux
+        rewards = sum(float(o["reward"]) for o in moving)
+        assert rewards == pytest.approx(0.01 * (x1 - x0), abs=0.02)
+        assert not any(o["is_last"] for o in idle + moving)
+    finally:
+        env.close()
+    assert not key_down(conn, "Right")  # keys released at exit
+    time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{pid}")  # the game the env launched is stopped
+    conn.close()
+
+
+def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
+    """A window that captures all black (as exclusive-fullscreen games do) stops with the hint."""
+    from Xlib import X
+
+    from dreamer_live.envs.live.capture import Capture
+    conn = xvfb.xlib()
+    screen = conn.screen()
+    window = screen.root.create_window(300, 200, 120, 90, 0, screen.root_depth,
+                                       background_pixel=screen.black_pixel, event_mask=X.ExposureMask)
+    window.set_wm_name("Black Game")
+    window.map()
+    conn.sync()
+    time.sleep(0.3)
+    profile = tmp_path / "black.yaml"
+    profile.write_text(dump_yaml({"window": {"title": "Black Game"},
+                                  "actions": {"idle": [], "go": ["right"]}}))
+    env = make(xvfb, profile, **{"env.live.black_timeout_s": 0.5})
+    try:
+        with pytest.raises(UserError, match="all black: an exclusive-fullscreen .* windowed or borderless"):
+            env.reset()
+    finally:
+        env.close()
+    # A box partly off the screen keeps its shape (the part outside is black); wholly off is an error.
+    white = screen.root.create_window(0, 600, 60, 50, 0, screen.root_depth,
+                                      background_pixel=screen.white_pixel)
+    white.map()
+    conn.sync()
+    time.sleep(0.3)
+    capture = Capture(xvfb.name)
+    image = np.asarray(capture.grab((-20, 600, 100, 50)))
+    assert image.shape == (50, 100, 3) and not image[:, :20].any()
+    assert (image[:, 20:80] == 255).all() and not image[:, 80:].any()
+    with pytest.raises(ValueError, match="off the screen"):
+        capture.grab((5000, 0, 10, 10))
+    capture.close()
+    conn.close()

@@ -1,0 +1,250 @@
+"""The memory scanner: finds the Catcher's score and paddle position by successive filtering.
+
+The game runs as a separate process in a window on a private Xvfb display; `python -m dreamer_live.memscan
+--script` reads commands from stdin. The game's own export file says where the values really are: the
+test's oracle, never given to the scanner.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from live_fixtures import ROOT, fake_key, running_game, xvfb  # noqa: F401
+
+from dreamer_live.envs.live.memory import MemoryReadError, Region
+from dreamer_live.errors import UserError
+from dreamer_live.memscan import Scanner, Session, pointer_paths, tolerance
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and X11")
+
+
+class Memscan:
+    """A `memscan --script` child process driven one command at a time."""
+
+    def __init__(self, *args: str, env=None):
+        self.proc = subprocess.Popen([sys.executable, "-m", "dreamer_live.memscan", "--script", *args],
+                                     cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=lambda: self.lines.extend(
+            iter(self.proc.stdout.readline, "")), daemon=True)
+        self._thread.start()
+        end = time.monotonic() + 60
+        while not self.lines and self.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)  # the banner ("memscan: process N ...") comes first
+
+    def run(self, command: str, timeout: float = 60.0) -> list[str]:
+        """Send a command; the lines it printed (its first line is the result)."""
+        seen = len(self.lines)
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.write("wait 0\n")  # a marker: everything before "waited" belongs to the command
+        self.proc.stdin.flush()
+        end = time.monotonic() + timeout
+        while not any(line.startswith("waited") for line in self.lines[seen:]):
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise AssertionError(f"memscan stopped: {self.proc.stderr.read()[-2000:]}")
+            time.sleep(0.02)
+        out = self.lines[seen:]
+        return [line.rstrip() for line in out[:next(i for i, l in enumerate(out) if l.startswith("waited"))]]
+
+    def count(self, command: str) -> int:
+        """Run a scan command and return the candidates left."""
+        first = self.run(command)[0]
+        assert first.startswith("candidates: "), first
+        return int(first.split()[1])
+
+    def close(self) -> tuple[int, str]:
+        """End the session; (exit status, stderr)."""
+        self.proc.stdin.close()
+        return self.proc.wait(30), self.proc.stderr.read()
+
+
+@linux_only
+def test_finds_catcher_score_by_successive_filtering(xvfb, tmp_path):
+    """first VALUE, then `equal` each new score: the game's score address is what is left."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        scan = Memscan("--pid", str(game.pid), "--type", "f64")
+        try:
+            score = game.read("score")
+            count = scan.count(f"first {score:g}")
+            assert count > 1
+            for _ in range(8):
+                deadline = time.monotonic() + 10
+                while game.read("score") == score and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                score = game.read("score")
+                count = scan.count(f"equal {score:g}")
+                if count <= 1:
+                    break
+            assert count == 1
+            listing = scan.run("list")
+            assert listing[1].startswith(f"0x{game.address('score'):X}  {score:g}")
+        finally:
+            status, err = scan.close()
+        assert status == 0, err
+
+
+@linux_only
+def test_finds_paddle_position_from_unknown_value(xvfb, tmp_path):
+    """first ?, then increased / decreased / unchanged while the test holds keys in the game window."""
+    conn = xvfb.xlib()
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        scan = Memscan("--window", "dreamer_live Catcher", "--display", xvfb.name, "--type", "f64",
+                       env=xvfb.env())
+
+        def push(keysym: str) -> None:
+            fake_key(conn, keysym, True)
+            time.sleep(0.4)
+            fake_key(conn, keysym, False)
+            time.sleep(0.3)  # the paddle stops (friction) before the scan reads it
+
+        try:
+            push("Left")
+            everything = scan.count("first ?")
+            assert everything > 100_000
+            counts = []
+            for _ in range(3):
+                push("Right")
+                counts.append(scan.count("increased"))
+                push("Left")
+                counts.append(scan.count("decreased"))
+                counts.append(scan.count("unchanged"))
+            counts.append(scan.count(f"equal {game.read('x'):.3f}"))
+            assert counts == sorted(counts, reverse=True)
+            assert counts[-1] <= 5
+            addresses = [line.split()[0] for line in scan.run("list 100")[1:]]
+            assert f"0x{game.address('x'):X}" in addresses
+            assert scan.run(f"read {game.address('x')}")[0] == f"value: {game.read('x'):g}"
+        finally:
+            status, err = scan.close()
+        assert status == 0, err
+    conn.close()
+
+
+def test_bad_commands_fail_in_one_line(tmp_path):
+    """Unknown process, unknown command: exit status 2 and one line."""
+    out = subprocess.run([sys.executable, "-m", "dreamer_live.memscan", "--process", "no_such_game_x"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "memscan: error: no process named 'no_such_game_x'"]
+    import os
+    scan = Memscan("--pid", str(os.getpid()))
+    scan.proc.stdin.write("frobnicate\n")
+    status, err = scan.close()
+    assert status == 2 and err.strip().splitlines() == [
+        "memscan: error: unknown command 'frobnicate' (help lists them)"]
+
+
+# --- the scanner's logic over a fake reader (the OS seam: what pymem or /proc/PID/mem would return) ---
+class FakeReader:
+    """A process's memory as a few bytearrays: regions to scan and module images."""
+
+    def __init__(self, pointer_size: int = 8):
+        self.pid, self.pointer_size = 4242, pointer_size
+        self.memory: dict[int, bytearray] = {}
+        self.modules: dict[str, Region] = {}
+
+    def add(self, start: int, size: int) -> bytearray:
+        self.memory[start] = bytearray(size)
+        return self.memory[start]
+
+    def read(self, address: int, size: int) -> bytes:
+        for start, data in self.memory.items():
+            if start <= address and address + size <= start + len(data):
+                return bytes(data[address - start:address - start + size])
+        raise MemoryReadError(f"unmapped 0x{address:X}")
+
+    def regions(self):
+        return [Region(s, s + len(d)) for s, d in sorted(self.memory.items())]
+
+    def images(self):
+        return list(self.modules.values())
+
+    def module_base(self, name: str) -> int:
+        return self.modules[name].start
+
+    def close(self):
+        pass
+
+
+def put(mem: bytearray, offset: int, fmt: str, value) -> None:
+    struct.pack_into(fmt, mem, offset, value)
+
+
+def test_scanner_filters_over_a_seam_reader():
+    """Exact / unknown first scans and every next scan, aligned and unaligned, on known memory."""
+    reader = FakeReader()
+    heap = reader.add(0x10000, 4096)
+    put(heap, 64, "<i", 100)  # the "health" value
+    put(heap, 200, "<i", 100)  # a decoy with the same value
+    put(heap, 301, "<i", 100)  # unaligned decoy: only an unaligned scan sees it
+    scanner = Scanner(reader, "i32")
+    assert scanner.first("100") == 2
+    put(heap, 64, "<i", 90)
+    assert scanner.next("decreased") == 1
+    assert scanner.candidates() == [(0x10000 + 64, 90.0)]
+    assert Scanner(reader, "i32", align=1).first("100") == 2  # 200 and 301 (64 holds 90 now)
+
+    unknown = Scanner(reader, "i32")
+    assert unknown.first(None) == 1024  # every aligned i32 of the region
+    put(heap, 64, "<i", 95)
+    put(heap, 128, "<i", -5)
+    assert unknown.next("changed") == 2
+    assert unknown.next("unchanged") == 2
+    put(heap, 64, "<i", 96)
+    assert unknown.next("increased") == 1 and unknown.candidates()[0][0] == 0x10000 + 64
+    assert unknown.next("equal", "96") == 1 and unknown.next("equal", "97") == 0
+
+    floats = Scanner(reader, "f32")
+    put(heap, 512, "<f", 57.5)
+    put(heap, 516, "<f", 57.56)
+    assert floats.first("57.5") == 1  # rounded to the decimals typed, like Cheat Engine
+    assert floats.first("57.6") == 1 and floats.candidates()[0][0] == 0x10000 + 516
+    assert tolerance("58", "f32") == 0.5 and tolerance("5", "i32") == 0
+    with pytest.raises(UserError, match="no first scan yet"):
+        Scanner(reader, "i32").next("increased")
+    with pytest.raises(UserError, match="not a i32 value"):
+        Scanner(reader, "i32").first("abc")
+
+
+def test_pointer_paths_find_chains_from_module_statics():
+    """A two-level chain game.exe+0x30 -> [+0x10] -> [+0x8] is found for the value's address."""
+    for size in (8, 4):
+        reader = FakeReader(size)
+        fmt = "<Q" if size == 8 else "<I"
+        image = reader.add(0x400000, 0x1000)
+        reader.modules["game.exe"] = Region(0x400000, 0x401000, "game.exe")
+        world, player = reader.add(0x20000, 0x100), reader.add(0x30000, 0x100)
+        put(image, 0x30, fmt, 0x20000)  # static pointer to the world
+        put(world, 0x10, fmt, 0x30000)  # world->player
+        put(player, 0x8, "<f", 321.0)  # player->x
+        paths = pointer_paths(reader, 0x30008, depth=3, max_offset=0x100)
+        assert ("game.exe", 0x30, [0x10, 0x8]) in paths
+        # The chain in profile form reads the value back through the same seam.
+        from dreamer_live.envs.live.memory import read_value
+        from dreamer_live.envs.live.profile import ValueSpec
+        spec = ValueSpec("x", "f32", module="game.exe", offset=0x30, offsets=(0x10, 0x8))
+        assert read_value(spec, reader) == 321.0
+
+
+def test_session_commands_over_a_seam_reader():
+    """The command interpreter: type, first, next, list, read, errors."""
+    import io
+    reader = FakeReader()
+    heap = reader.add(0x10000, 256)
+    put(heap, 16, "<d", 3.0)
+    out = io.StringIO()
+    session = Session(reader, "i32", 0, out)
+    for line in ["type f64", "first 3", "count", "list", "read 0x10010 f64", "# a comment", ""]:
+        assert session.run(line)
+    assert not session.run("quit")
+    text = out.getvalue().splitlines()
+    assert text[0] == "type: f64" and text[1].startswith("candidates: 1 ")
+    assert "0x10010  3" in text and "value: 3" in text
+    with pytest.raises(UserError, match="usage: first"):
+        session.run("first")
