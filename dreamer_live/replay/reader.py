@@ -1,0 +1,264 @@
+"""Replay reader (learner side): picks up new chunk files, holds the newest steps, samples sequences.
+
+refresh() lists the folder once and loads only names it has not seen (a set lookup per file, so a
+folder of thousands of chunks costs one directory listing). Chunks are dropped oldest-first (in the
+order they were loaded) to stay within `capacity` steps. A prefetch thread keeps up to `prefetch`
+batches of the default shape ready, so sample() returns at once while data is there.
+
+The reader never modifies the folder except to move a bad chunk (truncated, corrupt, wrong keys,
+shapes or dtypes than the majority of the first load, or than a given spec) into `corrupt/` beside the
+chunks; with readonly=True it moves nothing and only
+reports. Every bad chunk is logged once with its name (logger "dreamer_live.replay").
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import pathlib
+import queue
+import threading
+import time
+
+import numpy as np
+
+from dreamer_live.errors import UserError
+from dreamer_live.replay.chunk import (ChunkError, ChunkName, Spec, list_chunks, load_chunk,
+                                      spec_mismatch)
+from dreamer_live.replay.stored import StoredChunk, Table
+
+log = logging.getLogger("dreamer_live.replay")
+CORRUPT_DIR = "corrupt"
+
+
+class Reader:
+    """The newest `capacity` steps of a replay folder, sampled as [batch, length] sequences."""
+
+    def __init__(self, directory: str | os.PathLike, capacity: int = 1_000_000, seed: int = 0,
+                 recency: float = 0.0, prefetch: int = 4, batch: int = 16, length: int = 64, *,
+                 recency_window: int = 10_000, readonly: bool = False, spec: Spec | None = None):
+        self.directory = pathlib.Path(directory)
+        if self.directory.exists() and not self.directory.is_dir():
+            raise UserError(f"replay folder {self.directory} is a file, not a folder")
+        if readonly and not self.directory.is_dir():
+            raise UserError(f"replay folder not found: {self.directory}")
+        if capacity < 1 or batch < 1 or length < 1 or not 0.0 <= recency <= 1.0:
+            raise UserError(f"replay reader needs capacity, batch, length >= 1 and recency in "
+                            f"[0, 1], got {capacity}, {batch}, {length}, {recency}")
+        self.capacity, self.seed, self.recency = int(capacity), seed, float(recency)
+        self.recency_window, self.readonly = int(recency_window), readonly
+        self.batch, self.length = int(batch), int(length)
+        self.corrupt: list[str] = []  # names of bad chunks found (moved aside unless readonly)
+        # expected keys -> (per-step shape, dtype); unless given, the majority of the first load's
+        self._spec = None if spec is None else {
+            k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
+        self._known: set[str] = set()  # every name handled: loaded, skipped, dropped or bad
+        self._unreadable: set[str] = set()  # names whose read failed with an OSError (retried)
+        self._stored: collections.deque[StoredChunk] = collections.deque()  # arrival order
+        self._arrived = 0  # steps loaded so far (positions for the recency mix)
+        self._held = 0  # steps in _stored
+        self._table = Table([], 0)
+        self._refresh_lock = threading.Lock()
+        self._rng = np.random.default_rng([seed, 0])
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self.refresh()
+        self._thread = None
+        if prefetch > 0:
+            self._thread = threading.Thread(target=self._prefetch, name="replay-prefetch",
+                                            daemon=True)
+            self._thread.start()
+
+    @classmethod
+    def from_config(cls, config, directory: str | os.PathLike, readonly: bool = False):
+        """A reader with the replay section's capacity, recency and prefetch and the run's batch shape."""
+        r = config.replay
+        return cls(directory, r.capacity, config.seed, r.recency, r.prefetch, config.batch_size,
+                   config.batch_length, recency_window=r.recency_window, readonly=readonly)
+
+    # ---- index -------------------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Load chunk files that appeared since the last call; return the number of new steps."""
+        with self._refresh_lock:
+            new = sorted((fields, name)
+                         for name, fields in list_chunks(self.directory, self._known).items())
+            if not new:
+                return 0
+            # Only the newest chunks that fit in capacity: older ones would be dropped at once.
+            keep, total = [], 0
+            for fields, name in reversed(new):
+                if keep and total + fields.length > self.capacity:
+                    break
+                keep.append((fields, name))
+                total += fields.length
+            for _, name in new[:len(new) - len(keep)]:
+                self._known.add(name)
+            added, last_report = 0, time.monotonic()
+            for i, (fields, name) in enumerate(reversed(keep)):
+                added += self._load(name, fields)
+                if time.monotonic() - last_report > 5.0:
+                    log.info("replay: loaded %d/%d chunks from %s", i + 1, len(keep),
+                             self.directory)
+                    last_report = time.monotonic()
+            if self._spec is None and self._stored:
+                added -= self._settle_spec()
+            while self._held > self.capacity and len(self._stored) > 1:
+                self._held -= self._stored.popleft().length
+            if added or len(self._stored) != len(self._table.chunks):
+                self._table = Table(list(self._stored), self._arrived)
+                self._changed.set()
+            return added
+
+    def _load(self, name: str, fields: ChunkName) -> int:
+        path = self.directory / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self._known.add(name)  # moved away meanwhile (another reader found it bad)
+            return 0
+        except OSError as e:  # in use or a network hiccup: not the file's fault, retry next time
+            if name not in self._unreadable:
+                log.warning("replay: cannot read %s yet (%s); will retry", path, e)
+                self._unreadable.add(name)
+            return 0
+        self._known.add(name)
+        try:
+            arrays = load_chunk(data, fields.length, self._spec)
+        except ChunkError as e:
+            self._reject(path, str(e))
+            return 0
+        self._stored.append(StoredChunk(fields, arrays, self._arrived))
+        self._arrived += fields.length
+        self._held += fields.length
+        return fields.length
+
+    def _settle_spec(self) -> int:
+        """Fix the expected keys/shapes/dtypes to those of most steps loaded so far (so one odd file
+        cannot condemn a whole replay); reject the other chunks. Returns the steps rejected."""
+        votes: collections.Counter = collections.Counter()
+        for chunk in self._stored:
+            votes[_spec_key(chunk.spec)] += chunk.length
+        best = max(votes, key=votes.get)
+        self._spec = next(c.spec for c in self._stored if _spec_key(c.spec) == best)
+        rejected = 0
+        for chunk in [c for c in self._stored if _spec_key(c.spec) != best]:
+            self._stored.remove(chunk)
+            self._held -= chunk.length
+            rejected += chunk.length
+            self._reject(self.directory / chunk.name, spec_mismatch(chunk.spec, self._spec))
+        return rejected
+
+    def _reject(self, path: pathlib.Path, reason: str) -> None:
+        self.corrupt.append(path.name)
+        if self.readonly:
+            log.warning("replay: skipped bad chunk %s (%s); read-only, left in place", path, reason)
+            return
+        dest = path.parent / CORRUPT_DIR / path.name
+        try:
+            dest.parent.mkdir(exist_ok=True)
+            os.replace(path, dest)
+            log.warning("replay: moved bad chunk %s to %s/ (%s)", path, dest.parent, reason)
+        except FileNotFoundError:
+            log.warning("replay: skipped bad chunk %s (%s); already moved", path, reason)
+        except OSError as e:
+            log.warning("replay: skipped bad chunk %s (%s); could not move it: %s", path, reason, e)
+
+    # ---- sampling ----------------------------------------------------------------------------
+
+    def ready(self, length: int | None = None) -> bool:
+        """True once at least one sequence of `length` steps (default: the reader's) can be drawn."""
+        return self._table.can_sample(length or self.length)
+
+    def sample(self, batch: int | None = None, length: int | None = None) -> dict[str, np.ndarray]:
+        """A dict of [batch, length, ...] arrays; the default shape comes from the prefetch queue.
+
+        Raises ValueError while the replay holds no sequence of `length` steps (check ready()).
+        """
+        batch, length = batch or self.batch, length or self.length
+        if self._thread is None or (batch, length) != (self.batch, self.length):
+            table = self._table
+            self._require(table, length)
+            return table.sample(self._rng, batch, length, self.recency, self.recency_window)
+        while True:
+            try:
+                return self._queue.get(timeout=0.05)
+            except queue.Empty:
+                if self._error is not None:
+                    raise RuntimeError(f"replay prefetch thread failed: {self._error}")
+                self._require(self._table, length)
+
+    def _require(self, table: Table, length: int) -> None:
+        if not table.can_sample(length):
+            raise ValueError(f"replay {self.directory} holds no sequence of {length} steps yet "
+                             f"({table.num_steps} steps); call refresh() and check ready()")
+
+    def _prefetch(self) -> None:
+        rng = np.random.default_rng([self.seed, 1])
+        try:
+            while not self._stop.is_set():
+                table = self._table
+                if not table.can_sample(self.length):
+                    self._changed.wait(0.5)
+                    self._changed.clear()
+                    continue
+                batch = table.sample(rng, self.batch, self.length, self.recency,
+                                     self.recency_window)
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(batch, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # reported by sample()
+            log.error("replay prefetch thread failed: %r", e)
+            self._error = e
+
+    # ---- inspection --------------------------------------------------------------------------
+
+    @property
+    def num_steps(self) -> int:
+        """Steps held in memory."""
+        return self._table.num_steps
+
+    @property
+    def num_chunks(self) -> int:
+        """Chunks held in memory."""
+        return len(self._table.chunks)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of step data held in memory (compressed images plus raw small arrays)."""
+        return sum(c.nbytes for c in self._table.chunks)
+
+    @property
+    def streams(self) -> list[str]:
+        """Writer streams with data held ("<writer id>_<suffix>", one per Writer instance)."""
+        return sorted({c.stream for c in self._table.chunks})
+
+    def read_stream(self, key: str) -> dict[str, np.ndarray]:
+        """Every held value of `key` per stream, in sequence order (for inspection and tests)."""
+        parts: dict[str, list[np.ndarray]] = {}
+        for chunk in self._table.chunks:
+            parts.setdefault(chunk.stream, []).append(chunk.read(key))
+        return {stream: np.concatenate(arrays) for stream, arrays in parts.items()}
+
+    def close(self) -> None:
+        """Stop the prefetch thread."""
+        self._stop.set()
+        self._changed.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _spec_key(spec: Spec) -> tuple:
+    return tuple(sorted((key, shape, dtype.str) for key, (shape, dtype) in spec.items()))

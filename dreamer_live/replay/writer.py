@@ -1,0 +1,191 @@
+"""Replay writer (actor side): steps gather into chunks that a background thread writes to disk.
+
+`add()` only copies the step into a preallocated chunk buffer; a full chunk (chunk_steps), an old one
+(chunk_seconds since its first step, checked on add and by the background thread), or an episode's end
+(is_last) hands the buffer to the thread, which writes it under a temporary name and renames it. A
+SIGKILL therefore loses at most the steps not yet handed over (bounded by chunk_seconds, or twice that
+if the actor stalls between adds) plus chunks still queued, and never leaves a partial file under a
+chunk name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import queue
+import secrets
+import threading
+import time
+
+import numpy as np
+
+from dreamer_live.atomic import is_temporary
+from dreamer_live.errors import UserError
+from dreamer_live.replay.chunk import (ALLOWED_KINDS, WRITER_ID_RE, ChunkName, timestamp,
+                                      write_chunk)
+
+log = logging.getLogger("dreamer_live.replay")
+STALE_TEMP_S = 3600.0  # temporary chunk files older than this are leftovers of a killed writer
+_STOP = object()
+
+
+class Writer:
+    """Append steps to an on-disk replay folder in chunk files; add() never waits on disk."""
+
+    def __init__(self, directory: str | os.PathLike, writer_id: int | str = 0,
+                 chunk_steps: int = 1024, chunk_seconds: float = 10.0):
+        if not WRITER_ID_RE.match(str(writer_id)):
+            raise UserError(f"replay writer id {writer_id!r} must be 1-32 letters, digits or _")
+        if chunk_steps < 1 or chunk_seconds <= 0:
+            raise UserError(f"replay chunks need chunk_steps >= 1 and chunk_seconds > 0, "
+                            f"got {chunk_steps} and {chunk_seconds}")
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # A new stream per Writer instance: a restarted actor never continues an old stream.
+        self.stream = f"{writer_id}_{secrets.token_hex(3)}"
+        self.chunk_steps = chunk_steps
+        self.chunk_seconds = chunk_seconds
+        self.steps_added = 0
+        self.steps_written = 0
+        self.bytes_written = 0
+        self.chunks_written = 0
+        self._spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
+        self._buffer: dict[str, np.ndarray] | None = None
+        self._count = 0
+        self._started_wall = 0.0
+        self._deadline = float("inf")
+        self._seq = 0
+        self._lock = threading.Lock()  # guards the buffer between add() and the time-based flush
+        self._queue: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._closed = False
+        _remove_stale_temporaries(self.directory)
+        self._thread = threading.Thread(target=self._run, name=f"replay-writer-{self.stream}",
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_config(cls, config, directory: str | os.PathLike, writer_id: int | str | None = None):
+        """A writer with the replay section's chunking; the id defaults to actor.id."""
+        return cls(directory, config.actor.id if writer_id is None else writer_id,
+                   config.replay.chunk_steps, config.replay.chunk_seconds)
+
+    def add(self, step: dict[str, np.ndarray]) -> None:
+        """Copy one step (same keys and shapes every time) into the current chunk; never blocks on disk."""
+        self._check()
+        if self._closed:
+            raise ValueError("replay writer is closed")
+        with self._lock:
+            if self._spec is None:
+                spec = {k: (np.shape(v), np.asarray(v).dtype) for k, v in step.items()}
+                odd = [k for k, (_, dtype) in spec.items() if dtype.kind not in ALLOWED_KINDS]
+                if odd:
+                    raise ValueError(f"step values {odd} are not numeric or bool arrays")
+                self._spec = spec
+            if self._buffer is None:
+                self._buffer = {k: np.empty((self.chunk_steps, *shape), dtype)
+                                for k, (shape, dtype) in self._spec.items()}
+                self._started_wall = time.time()
+                self._deadline = time.monotonic() + self.chunk_seconds
+            if len(step) != len(self._spec):
+                raise ValueError(f"step keys {sorted(step)} differ from the first step's "
+                                 f"{sorted(self._spec)}")
+            index = self._count
+            for key, value in step.items():
+                if key not in self._spec:
+                    raise ValueError(f"step key '{key}' was not in the first step")
+                if np.shape(value) != self._spec[key][0]:
+                    raise ValueError(f"step '{key}' has shape {np.shape(value)}, "
+                                     f"the first step had {self._spec[key][0]}")
+                self._buffer[key][index] = value
+            self._count += 1
+            self.steps_added += 1
+            if (self._count >= self.chunk_steps or bool(step.get("is_last", False))
+                    or time.monotonic() >= self._deadline):
+                self._hand_over()
+
+    def flush(self, wait: bool = False) -> None:
+        """Hand the partial chunk to the background thread; with wait, return once all is on disk."""
+        self._check()
+        with self._lock:
+            self._hand_over()
+        if wait:
+            self._queue.join()
+            self._check()
+
+    def close(self) -> None:
+        """Flush the partial chunk, wait until every chunk is on disk, stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._hand_over()
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._check()
+
+    @property
+    def pending(self) -> int:
+        """Chunks handed over but not yet on disk."""
+        return self._queue.qsize()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _hand_over(self) -> None:
+        """Queue the current chunk (caller holds the lock)."""
+        if not self._count:
+            return
+        arrays = {k: v[:self._count] for k, v in self._buffer.items()}
+        name = ChunkName(timestamp(self._started_wall), self.stream, self._seq, self._count)
+        self._queue.put((str(name), arrays))
+        self._seq += 1
+        self._buffer, self._count, self._deadline = None, 0, float("inf")
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise UserError(f"replay writer cannot write to {self.directory}: {self._error}")
+
+    def _run(self) -> None:
+        while True:
+            # wake by the current chunk's deadline; a chunk started meanwhile is seen within
+            # min(chunk_seconds, 1 s), so a stalled actor's steps reach disk within 2 x chunk_seconds
+            timeout = min(self._deadline - time.monotonic(), self.chunk_seconds, 1.0)
+            try:
+                item = self._queue.get(timeout=max(0.0, timeout))
+            except queue.Empty:
+                if time.monotonic() >= self._deadline:
+                    with self._lock:
+                        if time.monotonic() >= self._deadline:
+                            self._hand_over()
+                continue
+            try:
+                if item is _STOP:
+                    return
+                name, arrays = item
+                if self._error is None:
+                    self.bytes_written += write_chunk(self.directory / name, arrays)
+                    self.steps_written += len(next(iter(arrays.values())))
+                    self.chunks_written += 1
+            except Exception as e:  # disk full, permissions: reported on the next add/flush/close
+                log.error("replay writer failed to write %s: %s", item[0], e)
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+
+def _remove_stale_temporaries(directory: pathlib.Path) -> None:
+    """Delete temporary chunk files a killed writer left behind (old enough to be nobody's)."""
+    now = time.time()
+    for path in directory.iterdir():
+        if not (is_temporary(path) and ".npz." in path.name):
+            continue
+        try:
+            if now - path.stat().st_mtime > STALE_TEMP_S:
+                path.unlink()
+        except OSError:
+            pass  # another writer removed it, or it is in use on a shared folder

@@ -1,0 +1,286 @@
+"""Parameter sync through a folder: the learner publishes versions, the actor polls and swaps them in.
+
+Layout of the params folder (safe to share between Windows and Linux: no locks, no symlinks, every
+file written whole under a temporary name and renamed into place):
+
+    params-000042.msgpack   one version: flax msgpack of {"meta": {...}, "params": <to_bytes payload>}
+    latest.json             pointer to the newest version: {"version", "file", "step", "time", ...}
+
+meta holds version, learner step, wall time, the model hash (identity config sections) and the
+payload's sha256, so a truncated, corrupt or foreign file is detected before it can replace anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import re
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from flax import serialization
+
+from dreamer_live.atomic import write_atomic
+
+log = logging.getLogger("dreamer_live.sync")
+POINTER = "latest.json"
+FILE_RE = re.compile(r"^params-(\d{6,})\.msgpack$")
+FORMAT = 1
+
+
+def model_hash(config) -> str:
+    """A short hash of the config sections that define what the parameters mean (agent, env)."""
+    from dreamer_live.config import IDENTITY_SECTIONS, to_plain
+
+    identity = {name: to_plain(config[name]) for name in IDENTITY_SECTIONS if name in config}
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def version_file(version: int) -> str:
+    """The file name of a parameter version."""
+    return f"params-{version:06d}.msgpack"
+
+
+def _versions_on_disk(directory: pathlib.Path) -> dict[int, pathlib.Path]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for name in names:
+        match = FILE_RE.match(name)
+        if match:
+            found[int(match.group(1))] = directory / name
+    return found
+
+
+def _read_pointer(directory: pathlib.Path) -> dict | None:
+    try:
+        pointer = json.loads((directory / POINTER).read_text())
+        return pointer if isinstance(pointer, dict) and isinstance(pointer.get("version"), int) \
+            else None
+    except (OSError, ValueError):
+        return None
+
+
+def _retry(fn, attempts: int = 10, pause: float = 0.05):
+    """Run fn, retrying PermissionError (Windows refuses to replace a file another process has open)."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except PermissionError:
+            if i == attempts - 1:
+                raise
+            time.sleep(pause)
+
+
+class Publisher:
+    """Learner side: write parameter versions atomically, keep the newest `keep`."""
+
+    def __init__(self, directory: str | os.PathLike, model_hash: str, keep: int = 3):
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.model_hash, self.keep = model_hash, max(1, keep)
+        pointer = _read_pointer(self.directory) or {"version": 0}
+        # A restarted learner continues the numbering, so clients only ever see versions increase.
+        self.version = max([pointer["version"], *_versions_on_disk(self.directory)])
+
+    def publish(self, params: Any, step: int) -> int:
+        """Write `params` (any flax-serializable pytree) as the next version; return its number."""
+        payload = serialization.to_bytes(params)
+        version = self.version + 1
+        meta = {"format": FORMAT, "version": version, "step": int(step), "time": time.time(),
+                "model_hash": self.model_hash, "sha256": hashlib.sha256(payload).hexdigest()}
+        name = version_file(version)
+        write_atomic(self.directory / name, serialization.msgpack_serialize(
+            {"meta": meta, "params": payload}))
+        pointer = {k: meta[k] for k in ("version", "step", "time", "model_hash")}
+        pointer["file"] = name
+        _retry(lambda: write_atomic(self.directory / POINTER, json.dumps(pointer).encode()))
+        self.version = version
+        self._prune()
+        return version
+
+    def _prune(self) -> None:
+        for version, path in _versions_on_disk(self.directory).items():
+            if version <= self.version - self.keep:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass  # open on Windows or already gone: the next publish retries
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """Parameters in use and where they came from (version 0: the template, nothing loaded yet)."""
+
+    params: Any
+    version: int = 0
+    step: int = 0
+    time: float = 0.0
+
+
+class Client:
+    """Actor side: poll the params folder in a background thread; `params` is an O(1) read."""
+
+    def __init__(self, directory: str | os.PathLike, template: Any, model_hash: str,
+                 interval: float = 5.0, device_put: bool = True):
+        self.directory = pathlib.Path(directory)
+        self.template, self.model_hash, self.interval = template, model_hash, interval
+        self.device_put = device_put
+        self.last_error = ""  # the newest problem reported (empty while all is well)
+        self._current = Loaded(template)
+        self._latest_step = 0  # learner step of the newest version seen in the pointer
+        self._reported: set[tuple[str, str]] = set()
+        self._poll_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._template_paths = _key_paths(serialization.to_state_dict(template))
+        self._template_leaves = [(np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype")
+                                  else np.asarray(x).dtype) for x in _leaves(template)]
+
+    def start(self) -> Client:
+        """Start polling in the background (the first poll runs at once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="param-client", daemon=True)
+            self._thread.start()
+        return self
+
+    @property
+    def params(self) -> Any:
+        """The parameters in use (the template until a version is loaded); never blocks."""
+        return self._current.params
+
+    @property
+    def version(self) -> int:
+        """Version in use; 0 until one has been loaded."""
+        return self._current.version
+
+    @property
+    def current(self) -> Loaded:
+        """Parameters in use together with their version, learner step and publish time."""
+        return self._current
+
+    def lag(self) -> tuple[int, float]:
+        """(learner steps behind the newest version seen, seconds since the version in use was
+        published); (0, 0.0) before any version is loaded. Seconds compare two machines' clocks."""
+        current = self._current
+        if current.version == 0:
+            return 0, 0.0
+        return max(0, self._latest_step - current.step), max(0.0, time.time() - current.time)
+
+    def poll(self) -> bool:
+        """Check once for a newer version and swap it in if valid; True if the params changed."""
+        with self._poll_lock:
+            pointer = _read_pointer(self.directory)
+            if pointer is None:  # missing or damaged pointer: fall back to listing the folder
+                on_disk = _versions_on_disk(self.directory)
+                if not on_disk:
+                    return False
+                newest = max(on_disk)
+                pointer = {"version": newest, "file": on_disk[newest].name}
+            if isinstance(pointer.get("step"), int):
+                self._latest_step = max(self._latest_step, pointer["step"])
+            if pointer["version"] <= self._current.version:
+                return False
+            name = pointer.get("file") or version_file(pointer["version"])
+            if not FILE_RE.match(str(name)):
+                self._report(str(name), "pointer names an invalid file")
+                return False
+            try:
+                data = (self.directory / name).read_bytes()
+            except FileNotFoundError:
+                return False  # pruned meanwhile; the pointer will name a newer one next time
+            except OSError as e:
+                self._report(name, f"cannot read: {e}")
+                return False
+            try:
+                loaded = self._decode(data, name)
+            except ValueError as e:
+                self._report(name, str(e))
+                return False
+            self._latest_step = max(self._latest_step, loaded.step)
+            self._current = loaded  # one reference assignment: readers see old or new, whole
+            self.last_error = ""
+            return True
+
+    def _decode(self, data: bytes, name: str) -> Loaded:
+        try:
+            blob = serialization.msgpack_restore(data)
+            meta, payload = blob["meta"], blob["params"]
+            version, step, stamp = int(meta["version"]), int(meta["step"]), float(meta["time"])
+        except Exception as e:  # truncated or not ours: msgpack, key and type errors
+            raise ValueError(f"unreadable ({type(e).__name__}: {e})") from None
+        if meta.get("model_hash") != self.model_hash:
+            raise ValueError(f"model hash {meta.get('model_hash')} differs from this actor's "
+                             f"{self.model_hash} (different agent/env config)")
+        if hashlib.sha256(payload).hexdigest() != meta.get("sha256"):
+            raise ValueError("checksum mismatch (corrupt file)")
+        try:
+            state = serialization.msgpack_restore(payload)
+            have, want = _key_paths(state), self._template_paths
+            if have != want:
+                raise ValueError(f"missing {sorted(want - have)[:3]}, "
+                                 f"unexpected {sorted(have - want)[:3]}")
+            params = serialization.from_state_dict(self.template, state)
+        except Exception as e:
+            raise ValueError(f"does not match the parameter template ({e})") from None
+        leaves = _leaves(params)
+        if len(leaves) != len(self._template_leaves):
+            raise ValueError("does not match the parameter template (leaf count)")
+        for leaf, (shape, dtype) in zip(leaves, self._template_leaves):
+            if np.shape(leaf) != shape or np.asarray(leaf).dtype != dtype:
+                raise ValueError(f"leaf {np.shape(leaf)} {np.asarray(leaf).dtype} does not match "
+                                 f"the template's {shape} {dtype}")
+        if self.device_put:
+            import jax
+
+            params = jax.block_until_ready(jax.device_put(params))
+        return Loaded(params, version, step, stamp)
+
+    def _report(self, name: str, reason: str) -> None:
+        self.last_error = f"{name}: {reason}"
+        if (name, reason) not in self._reported:
+            self._reported.add((name, reason))
+            log.warning("params: keeping version %d, ignoring %s: %s",
+                        self._current.version, self.directory / name, reason)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as e:  # never let the polling thread die; report and go on
+                self._report("?", f"poll failed: {e!r}")
+            self._stop.wait(self.interval)
+
+    def close(self) -> None:
+        """Stop polling."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _leaves(tree: Any) -> list:
+    import jax
+
+    return jax.tree_util.tree_leaves(tree)
+
+
+def _key_paths(state: Any, prefix: str = "") -> set[str]:
+    """Slash-joined paths of every leaf of a (nested dict) state dict."""
+    if isinstance(state, dict) and state:
+        return set().union(*(_key_paths(v, f"{prefix}/{k}") for k, v in state.items()))
+    return {prefix}
