@@ -1,0 +1,104 @@
+"""The default demo, measured: run `python -m dreamer_live.run` for N minutes and summarize it.
+
+    python bench/demo_run.py --minutes 20 [--logdir DIR] [-- extra run.py arguments]
+    python bench/demo_run.py --summarize DIR          # figures of an existing run
+
+Prints the actor's tick rate and lateness, the learner's updates/s and train ratio, and the episode
+return over time: the mean of the first 10 episodes against the last 10 (a ratio is meaningless for
+returns that cross zero, so the difference is printed), and the first time the 10-episode moving
+average rose by RISE above the first 10 episodes' mean ("visibly rising").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from dreamer_live.metrics import read_lines  # noqa: E402
+
+RISE = 1.0  # return units (Catcher: fruits) above the first episodes' mean that count as "rising"
+WINDOW = 10  # episodes per moving average
+
+
+def summarize(logdir: pathlib.Path) -> dict:
+    """Figures of one run from its metrics.jsonl."""
+    records = read_lines(logdir / "metrics.jsonl")
+    if not records:
+        raise SystemExit(f"no metrics in {logdir}")
+    t0 = records[0]["time"]
+    ticks = [r for r in records if r["source"] == "actor" and "actor/ticks_per_s" in r]
+    learn = [r for r in records if r["source"] == "learner" and "learner/updates_per_s" in r]
+    episodes = [(r["time"] - t0, r["episode/return"]) for r in records if "episode/return" in r]
+    out = {"minutes": (records[-1]["time"] - t0) / 60}
+    if ticks:
+        out["ticks_per_s"] = float(np.mean([r["actor/ticks_per_s"] for r in ticks]))
+        out["steps"] = ticks[-1]["step"]
+        out["late_ticks"] = ticks[-1]["actor/late_ticks"]
+        out["late_fraction"] = out["late_ticks"] / max(1, out["steps"])
+        out["late_ms_p99_median"] = float(np.median([r["actor/late_ms_p99"] for r in ticks]))
+        out["late_ms_max"] = float(max(r["actor/late_ms_max"] for r in ticks))
+    if learn:
+        out["updates"] = learn[-1]["step"]
+        busy = [r["learner/updates_per_s"] for r in learn if r["learner/updates_per_s"]]
+        out["updates_per_s"] = float(np.mean(busy)) if busy else 0.0
+        out["train_ratio"] = learn[-1]["learner/train_ratio"]
+    if len(episodes) >= 2 * WINDOW:
+        returns = np.array([e[1] for e in episodes])
+        first, last = returns[:WINDOW].mean(), returns[-WINDOW:].mean()
+        out.update(episodes=len(episodes), return_first=float(first), return_last=float(last))
+        moving = np.convolve(returns, np.ones(WINDOW) / WINDOW, mode="valid")
+        rising = np.nonzero(moving[WINDOW:] >= first + RISE)[0]
+        if rising.size:
+            index = rising[0] + 2 * WINDOW - 1  # the episode that completes the window
+            out["rising_after_min"] = episodes[index][0] / 60
+    return out
+
+
+def report(figures: dict) -> None:
+    """Print the figures, one per line."""
+    for key, value in figures.items():
+        print(f"{key:>20}: {value:.3f}" if isinstance(value, float) else f"{key:>20}: {value}")
+    if "return_first" in figures:
+        print(f"{'return change':>20}: {figures['return_last'] - figures['return_first']:+.2f} "
+              f"(last {WINDOW} episodes minus first {WINDOW})")
+    if "rising_after_min" not in figures and "episodes" in figures:
+        print(f"{'rising':>20}: the {WINDOW}-episode average never rose by {RISE} in this run")
+
+
+def main() -> int:
+    """Run the demo for --minutes (or summarize --summarize DIR) and print its figures."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes", type=float, default=20.0)
+    p.add_argument("--logdir", type=pathlib.Path, default=None)
+    p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
+    args = p.parse_args()
+    if args.summarize:
+        report(summarize(args.summarize))
+        return 0
+    logdir = args.logdir or REPO / "logdir" / f"bench-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    rest = [a for a in args.rest if a != "--"]
+    cmd = [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir),
+           "--run.quiet", "true", *rest]
+    print("running", " ".join(cmd), f"for {args.minutes} min", flush=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ))
+    try:
+        proc.wait(timeout=args.minutes * 60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=180)
+    report(summarize(logdir))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""Learner throughput: gradient updates/s, replayed steps/s, FLOPs and GFLOP/s of one DreamerV3 update.
+
+Compares against a large float32 matmul on this machine (the achievable GFLOP/s) and against the
+official DreamerV3 reference (size1m, batch 16 x 64, 64x64x3 images, float32, 2-core CPU: ~18 s/update).
+
+    python bench/learner_throughput.py --presets size1m size12m --batch 16 --length 64 --image 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+REFERENCE_S_PER_UPDATE = 18.0  # official DreamerV3, size1m, 16 x 64, 64x64x3, float32, 2-core CPU
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--presets", nargs="+", default=["size1m"], help="size presets to measure")
+    p.add_argument("--batch", type=int, default=16, help="sequences per batch")
+    p.add_argument("--length", type=int, default=64, help="steps per sequence")
+    p.add_argument("--image", type=int, default=64, help="image side in pixels (0 = no image)")
+    p.add_argument("--vector", type=int, default=0, help="vector observation size (0 = none)")
+    p.add_argument("--actions", type=int, default=6, help="discrete actions")
+    p.add_argument("--updates", type=int, default=5, help="timed updates after one warm-up update")
+    p.add_argument("--dtype", default="", help="override agent.compute_dtype (float32 | bfloat16)")
+    p.add_argument("--no-flops", action="store_true",
+                   help="skip the FLOP count (it compiles a second, loop-unrolled program)")
+    p.add_argument("--configs", nargs="*", default=[], help="extra presets merged after the size")
+    return p.parse_args(argv)
+
+
+def count_flops(compiled) -> float:
+    """FLOPs from XLA's cost analysis of a compiled program."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost.get("flops", 0.0)) if cost else 0.0
+
+
+def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
+    """GFLOP/s of an n x n float32 matrix product (what this machine's BLAS-like path reaches)."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (n * n,)).reshape(n, n)
+    f = jax.jit(lambda x: x @ a)
+    x = f(a).block_until_ready()
+    start = time.perf_counter()
+    for _ in range(reps):
+        x = f(x)
+    x.block_until_ready()
+    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
+
+
+def make_batch(agent, batch, length, seed=0):
+    """A random replay batch shaped like the learner's."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for key, space in agent.obs_space.items():
+        if key in agent.obs_keys:
+            if np.dtype(space.dtype) == np.uint8:
+                out[key] = rng.integers(0, 256, (batch, length, *space.shape), dtype=np.uint8)
+            else:
+                out[key] = rng.normal(size=(batch, length, *space.shape)).astype(np.float32)
+    out["action"] = np.eye(agent.act_dim, dtype=np.float32)[rng.integers(0, agent.act_dim, (batch, length))]
+    out["reward"] = rng.normal(size=(batch, length)).astype(np.float32)
+    out["is_first"] = np.zeros((batch, length), bool)
+    out["is_first"][:, 0] = True
+    out["is_last"] = np.zeros((batch, length), bool)
+    out["is_terminal"] = np.zeros((batch, length), bool)
+    return out
+
+
+def measure(preset, args, peak):
+    import gymnasium
+    import jax
+    import numpy as np
+
+    from dreamer_live import config
+    from dreamer_live.agent import Agent
+    from dreamer_live.envs.base import step_spaces
+
+    overrides = {"batch_size": args.batch, "batch_length": args.length}
+    if args.dtype:
+        overrides["agent.compute_dtype"] = args.dtype
+    cfg = config.resolve([preset, *args.configs], overrides)
+    obs_space = dict(step_spaces())
+    if args.image:
+        obs_space["image"] = gymnasium.spaces.Box(0, 255, (args.image, args.image, 3), np.uint8)
+    if args.vector:
+        obs_space["vector"] = gymnasium.spaces.Box(-np.inf, np.inf, (args.vector,), np.float32)
+    agent = Agent(cfg, obs_space, gymnasium.spaces.Discrete(args.actions))
+    state = agent.init(jax.random.PRNGKey(0))
+    batch = agent._filter(make_batch(agent, args.batch, args.length))
+    key = jax.random.PRNGKey(1)
+    start = time.perf_counter()
+    compiled = agent._train.lower(state, batch, key).compile()
+    compile_s = time.perf_counter() - start
+    state, metrics = compiled(state, batch, key)  # warm-up
+    jax.block_until_ready(metrics)
+    start = time.perf_counter()
+    for i in range(args.updates):
+        state, metrics = compiled(state, batch, jax.random.PRNGKey(i))
+    jax.block_until_ready(metrics)
+    seconds = (time.perf_counter() - start) / args.updates
+    flops = 0.0
+    if not args.no_flops:
+        # XLA counts a while-loop body once; unroll the time scans so every step is counted.
+        full = cfg.update({"agent.rssm.unroll": max(args.length, cfg.agent.imag_length + 1)})
+        unrolled = Agent(full, obs_space, gymnasium.spaces.Discrete(args.actions))
+        flops = count_flops(unrolled._train.lower(state, batch, key).compile())
+    steps = args.batch * args.length / seconds
+    gflops = flops / seconds / 1e9
+    params = sum(np.size(x) for x in jax.tree.leaves(state["params"]))
+    print(f"{preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} "
+          f"params {params / 1e6:6.2f}M  compile {compile_s:6.1f}s  {seconds:7.3f} s/update  "
+          f"{1 / seconds:7.3f} updates/s  {steps:8.0f} replayed steps/s  "
+          f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  "
+          f"({gflops / peak:.1%} of matmul)", flush=True)
+    return seconds
+
+
+def main(argv=None):
+    args = parse(argv)
+    import jax
+
+    print(f"backend {jax.default_backend()}  devices {jax.devices()}  cpus {os.cpu_count()}  "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    peak = matmul_gflops()
+    print(f"float32 2048x2048 matmul: {peak:.1f} GFLOP/s", flush=True)
+    for preset in args.presets:
+        seconds = measure(preset, args, peak)
+        if preset == "size1m" and (args.batch, args.length, args.image) == (16, 64, 64):
+            print(f"  vs official DreamerV3 size1m on a 2-core CPU (~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
+                  f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
+
+
+if __name__ == "__main__":
+    main()

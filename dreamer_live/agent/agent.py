@@ -1,0 +1,183 @@
+"""The DreamerV3 agent: jitted init / policy / train / report / dream over an explicit state pytree."""
+
+from __future__ import annotations
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dreamer_live.agent import behavior, optim, rssm as rssmlib
+from dreamer_live.agent.behavior import ActorCritic
+from dreamer_live.agent.worldmodel import WorldModel
+from dreamer_live.envs.base import STEP_KEYS
+from dreamer_live.errors import UserError
+
+f32 = jnp.float32
+sg = jax.lax.stop_gradient
+WM_PARTS = ("enc", "rssm", "dec", "rew", "con")
+POLICY_PARTS = ("enc", "rssm", "actor")
+WM_LOSSES = ("dec", "rew", "con", "dyn", "rep")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def global_norm(tree):
+    """L2 norm over all leaves of a pytree."""
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(f32))) for x in jax.tree.leaves(tree)))
+
+
+def _check_spaces(obs_space, act_space):
+    for key, space in obs_space.items():
+        if key in STEP_KEYS:
+            continue
+        if len(space.shape) == 3 and np.dtype(space.dtype) != np.uint8:
+            raise UserError(f"image observation '{key}' must be uint8 [H, W, C], got {space.dtype}")
+        if len(space.shape) not in (0, 1, 3):
+            raise UserError(f"observation '{key}' has shape {space.shape}; expected [D] or [H, W, C]")
+    if not isinstance(act_space, (gymnasium.spaces.Discrete, gymnasium.spaces.Box)):
+        raise UserError(f"action space must be Discrete or Box, got {act_space}")
+
+
+class Agent:
+    """DreamerV3 (Hafner et al. 2025) as pure jitted functions of an explicit state.
+
+    state = {params, slow_critic, opt, retnorm, step}; params = {enc, rssm, dec, rew, con, actor, critic}.
+    """
+
+    def __init__(self, config, obs_space, act_space):
+        cfg = config.agent
+        if cfg.compute_dtype not in DTYPES:
+            raise UserError(f"agent.compute_dtype must be one of {', '.join(DTYPES)}, "
+                            f"got '{cfg.compute_dtype}'")
+        _check_spaces(obs_space, act_space)
+        self.config = config
+        self.cfg = cfg
+        self.obs_space = dict(obs_space)
+        self.act_space = act_space
+        dtype = DTYPES[cfg.compute_dtype]
+        self.ac = ActorCritic(cfg, act_space, dtype)
+        self.wm = WorldModel(cfg, self.obs_space, self.ac.act_dim, dtype)
+        self.act_dim = self.ac.act_dim
+        self.discrete = self.ac.discrete
+        self.obs_keys = self.wm.image_keys + self.wm.vector_keys
+        self.batch_keys = self.obs_keys + ("action", "reward", "is_first", "is_last", "is_terminal")
+        self.opt = optim.make(cfg.opt)
+        self.lr = optim.schedule(cfg.opt.lr, cfg.opt.warmup)
+        self.scales = dict(cfg.loss_scales)
+        self.init = jax.jit(self._init)
+        self._policy = jax.jit(self._policy_impl, static_argnames=("mode",))
+        self._train = jax.jit(self._train_impl)
+        self._openloop = jax.jit(self._openloop_impl, static_argnames=("observe", "dream"))
+
+    # ------------------------------------------------------------------------------------------
+    def _init(self, key):
+        k1, k2 = jax.random.split(key)
+        params = self.wm.init(k1)
+        r = self.cfg.rssm
+        params.update(self.ac.init(k2, r.deter + r.stoch * r.classes))
+        return {"params": params,
+                "slow_critic": jax.tree.map(jnp.copy, params["critic"]),
+                "opt": self.opt.init(params),
+                "retnorm": behavior.retnorm_init(),
+                "step": jnp.zeros((), jnp.int32)}
+
+    def policy_params(self, state) -> dict:
+        """The parameters the actor needs: encoder, RSSM and policy head."""
+        return {k: state["params"][k] for k in POLICY_PARTS}
+
+    def initial_carry(self, batch_size: int) -> dict:
+        """The recurrent state at an episode start: zero deter, stoch and previous action."""
+        carry = self.wm.initial(batch_size)
+        carry["action"] = jnp.zeros((batch_size, self.act_dim), f32)
+        return carry
+
+    # ------------------------------------------------------------------------------------------
+    def policy(self, params, carry, obs, key, mode: str = "train"):
+        """One step: (carry, action [B, A], aux); obs holds the obs keys and is_first as [B, ...]."""
+        if mode not in ("train", "eval"):
+            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
+        obs = {k: obs[k] for k in self.obs_keys + ("is_first",)}
+        return self._policy(params, carry, obs, key, mode=mode)
+
+    def _policy_impl(self, params, carry, obs, key, mode):
+        k1, k2 = jax.random.split(key)
+        tokens = self.wm.enc.apply(params["enc"], {k: obs[k] for k in self.obs_keys})
+        state = {"deter": carry["deter"], "stoch": carry["stoch"]}
+        state, _ = self.wm.rssm.apply(params["rssm"], state, carry["action"], tokens,
+                                      obs["is_first"], k1, method=rssmlib.RSSM.obs_step)
+        dist = self.ac.dist(params["actor"], rssmlib.features(state))
+        action = self.ac.sample(dist, k2, mode)
+        if not self.discrete:
+            action = jnp.clip(action, -1.0, 1.0)
+        carry = {**state, "action": action}
+        return carry, action, {"entropy": self.ac.entropy(dist)}
+
+    # ------------------------------------------------------------------------------------------
+    def train(self, state, batch, key):
+        """One gradient update on a replay batch [B, T, ...]; returns (state, flat scalar metrics)."""
+        return self._train(state, self._filter(batch), key)
+
+    def _filter(self, batch):
+        missing = [k for k in self.batch_keys if k not in batch]
+        if missing:
+            raise UserError(f"batch lacks keys {missing}; it has {sorted(batch)}")
+        return {k: batch[k] for k in self.batch_keys}
+
+    def _loss(self, params, state, batch, key):
+        cfg = self.cfg
+        k1, k2 = jax.random.split(key)
+        losses, states, metrics = self.wm.loss(params, batch, k1)
+        wm_params = {k: params[k] for k in WM_PARTS}
+        ac_losses, retnorm, ret, ac_metrics = self.ac.imag_loss(
+            params, state["slow_critic"], self.wm, wm_params, states, state["retnorm"], k2)
+        losses.update(ac_losses)
+        metrics.update(ac_metrics)
+        if cfg.repval:
+            feat = rssmlib.features(states)
+            feat = feat if cfg.repval_grad else sg(feat)
+            b, t = batch["is_first"].shape
+            boot = ret[:, 0].reshape(b, t)
+            losses["repval"], rep_metrics = self.ac.repl_loss(
+                params["critic"], state["slow_critic"], feat, batch, boot)
+            metrics.update(rep_metrics)
+        means = {k: v.mean() for k, v in losses.items()}
+        total = sum(self.scales[k] * v for k, v in means.items())
+        metrics.update({f"loss/{k}": v for k, v in means.items()})
+        metrics["loss/wm"] = sum(self.scales[k] * means[k] for k in WM_LOSSES)
+        metrics["loss/total"] = total
+        return total, (retnorm, metrics)
+
+    def _train_impl(self, state, batch, key):
+        params = state["params"]
+        grads, (retnorm, metrics) = jax.grad(self._loss, has_aux=True)(params, state, batch, key)
+        updates, opt_state = self.opt.update(grads, state["opt"], params)
+        params = optax.apply_updates(params, updates)
+        rate = self.cfg.slow_rate
+        slow = jax.tree.map(lambda s, p: (1 - rate) * s + rate * p,
+                            state["slow_critic"], params["critic"])
+        metrics["grad_norm"] = global_norm(grads)
+        metrics["update_norm"] = global_norm(updates)
+        metrics["param_norm"] = global_norm(params)
+        metrics["opt/lr"] = jnp.asarray(self.lr(state["step"]), f32)
+        metrics = {k: jnp.asarray(v, f32) for k, v in metrics.items()}
+        new = {"params": params, "slow_critic": slow, "opt": opt_state, "retnorm": retnorm,
+               "step": state["step"] + 1}
+        return new, metrics
+
+    # ------------------------------------------------------------------------------------------
+    def report(self, state, batch, observe: int = 8, key=None):
+        """Open-loop predictions: the first `observe` steps observed, the rest imagined with the
+        replayed actions. Returns {<key>/truth, <key>/model, reward/..., cont/...} as [B, T, ...]."""
+        key = jax.random.PRNGKey(0) if key is None else key
+        return self._openloop(state, self._filter(batch), key, observe=int(observe), dream=False)
+
+    def dream(self, state, batch, observe: int = 8, key=None):
+        """Like report, but the imagined part acts with the learned policy."""
+        key = jax.random.PRNGKey(0) if key is None else key
+        return self._openloop(state, self._filter(batch), key, observe=int(observe), dream=True)
+
+    def _openloop_impl(self, state, batch, key, observe, dream):
+        params = state["params"]
+        policy = self.ac.policy_fn(params["actor"]) if dream else None
+        return self.wm.openloop(params, batch, observe, key, policy)

@@ -1,0 +1,273 @@
+"""Network building blocks: norms, dense and block-diagonal layers, MLP heads, CNN encoder/decoder.
+
+Parameters are always float32; `dtype` is the compute dtype (float32 or bfloat16). Norms compute in
+float32 and hand back the compute dtype.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from dreamer_live.agent.dists import symlog
+
+f32 = jnp.float32
+
+
+def weight_init(scale: float = 1.0, batch_axis: Sequence[int] = ()):
+    """Fan-in truncated normal (std sqrt(scale / fan_in)); scale 0 gives zeros (output layers).
+
+    The last axis is the output axis and `batch_axis` holds independent blocks; the draw is flat
+    (see dists.uniform for why).
+    """
+    if scale == 0.0:
+        return nn.initializers.zeros_init()
+
+    def init(key, shape, dtype=f32):
+        fan_in = math.prod(d for i, d in enumerate(shape[:-1]) if i not in batch_axis)
+        std = math.sqrt(scale / max(1, fan_in)) / 0.87962566103423978  # truncation correction
+        flat = jax.random.truncated_normal(key, -2.0, 2.0, (math.prod(shape),), f32)
+        return (flat * std).reshape(shape).astype(dtype)
+
+    return init
+
+
+def activation(name: str):
+    """Activation function by name (silu, gelu, relu, tanh, none)."""
+    if name == "none":
+        return lambda x: x
+    return {"silu": jax.nn.silu, "gelu": jax.nn.gelu, "relu": jax.nn.relu, "tanh": jnp.tanh}[name]
+
+
+class Norm(nn.Module):
+    """RMSNorm, LayerNorm or nothing over the last axis, computed in float32."""
+
+    kind: str = "rms"
+
+    @nn.compact
+    def __call__(self, x):
+        if self.kind == "none":
+            return x
+        dtype = x.dtype
+        if self.kind == "rms":
+            y = nn.RMSNorm(epsilon=1e-4, dtype=f32, param_dtype=f32)(x.astype(f32))
+        elif self.kind == "layer":
+            y = nn.LayerNorm(epsilon=1e-4, dtype=f32, param_dtype=f32)(x.astype(f32))
+        else:
+            raise ValueError(f"unknown norm '{self.kind}'")
+        return y.astype(dtype)
+
+
+class Dense(nn.Module):
+    """Linear layer followed by norm and activation."""
+
+    units: int
+    norm: str = "rms"
+    act: str = "silu"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(self.units, dtype=self.dtype, param_dtype=f32, kernel_init=weight_init())(
+            x.astype(self.dtype))
+        return activation(self.act)(Norm(self.norm)(x))
+
+
+class BlockLinear(nn.Module):
+    """Block-diagonal linear layer: `blocks` independent groups, input and output split evenly."""
+
+    units: int
+    blocks: int
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        g = self.blocks
+        din = x.shape[-1]
+        assert din % g == 0 and self.units % g == 0, (din, self.units, g)
+        kernel = self.param("kernel", weight_init(batch_axis=(0,)), (g, din // g, self.units // g), f32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.units,), f32)
+        x = x.astype(self.dtype).reshape(*x.shape[:-1], g, din // g)
+        y = jnp.einsum("...gi,gio->...go", x, kernel.astype(self.dtype))
+        return y.reshape(*y.shape[:-2], self.units) + bias.astype(self.dtype)
+
+
+class MLP(nn.Module):
+    """A stack of Dense layers."""
+
+    layers: int
+    units: int
+    norm: str = "rms"
+    act: str = "silu"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        for _ in range(self.layers):
+            x = Dense(self.units, self.norm, self.act, self.dtype)(x)
+        return x
+
+
+class Head(nn.Module):
+    """MLP torso then a linear output layer (scaled init; 0 = zeros); returns float32 outputs."""
+
+    layers: int
+    units: int
+    outputs: int
+    outscale: float = 1.0
+    norm: str = "rms"
+    act: str = "silu"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        x = MLP(self.layers, self.units, self.norm, self.act, self.dtype)(x)
+        x = nn.Dense(self.outputs, dtype=self.dtype, param_dtype=f32,
+                     kernel_init=weight_init(self.outscale))(x.astype(self.dtype))
+        return x.astype(f32)
+
+
+def cnn_stages(size: Sequence[int], minres: int = 4) -> int:
+    """Number of 2x down-samplings that take an image of `size` down to about `minres`."""
+    h, w = size
+    stages = 0
+    while min(h, w) > minres and h % 2 == 0 and w % 2 == 0:
+        h, w, stages = h // 2, w // 2, stages + 1
+    return stages
+
+
+def cnn_depths(depth: int, mults: Sequence[int], stages: int) -> list[int]:
+    """Channels per stage: depth * mult, repeating the last multiplier if there are more stages."""
+    return [depth * mults[min(i, len(mults) - 1)] for i in range(stages)]
+
+
+class Encoder(nn.Module):
+    """Observation encoder: strided CNN for image keys, symlog MLP for vector keys; returns tokens."""
+
+    image_keys: tuple = ()
+    vector_keys: tuple = ()
+    depth: int = 16
+    mults: tuple = (2, 3, 4, 4)
+    kernel: int = 5
+    strided: bool = True
+    layers: int = 3
+    units: int = 256
+    symlog: bool = True
+    minres: int = 4
+    norm: str = "rms"
+    act: str = "silu"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, obs):
+        outs = []
+        if self.vector_keys:
+            x = jnp.concatenate([obs[k].reshape(obs[k].shape[0], -1).astype(f32)
+                                 for k in self.vector_keys], -1)
+            x = symlog(x) if self.symlog else x
+            outs.append(MLP(self.layers, self.units, self.norm, self.act, self.dtype)(x))
+        if self.image_keys:
+            x = jnp.concatenate([obs[k] for k in self.image_keys], -1)
+            x = x.astype(self.dtype) / 255.0 - 0.5
+            act = activation(self.act)
+            stages = cnn_stages(x.shape[1:3], self.minres)
+            for i, depth in enumerate(cnn_depths(self.depth, self.mults, stages)):
+                conv = nn.Conv(depth, (self.kernel, self.kernel), strides=2 if self.strided else 1,
+                               padding="SAME", dtype=self.dtype, param_dtype=f32,
+                               kernel_init=weight_init(), name=f"conv{i}")
+                x = conv(x)
+                if not self.strided:
+                    x = nn.max_pool(x, (2, 2), (2, 2))
+                x = act(Norm(self.norm, name=f"conv{i}norm")(x))
+            outs.append(x.reshape(x.shape[0], -1))
+        return jnp.concatenate(outs, -1)
+
+
+def depth_to_space(x, factor: int = 2):
+    """[N, H, W, C * f * f] -> [N, H * f, W * f, C]."""
+    n, h, w, c = x.shape
+    c //= factor * factor
+    x = x.reshape(n, h, w, factor, factor, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(n, h * factor, w * factor, c)
+
+
+class Upsample(nn.Module):
+    """2x spatial up-sampling conv: sub-pixel (conv then depth-to-space) or repeat-then-conv."""
+
+    features: int
+    kernel: int
+    strided: bool
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        kw = dict(padding="SAME", dtype=self.dtype, param_dtype=f32, kernel_init=weight_init())
+        if self.strided:
+            # Same function class as a stride-2 transposed conv, but a plain conv at low resolution,
+            # which XLA's CPU backend runs far faster than conv_transpose.
+            k = max(1, (self.kernel + 1) // 2)
+            x = nn.Conv(self.features * 4, (k, k), **kw)(x)
+            return depth_to_space(x, 2)
+        x = jnp.repeat(jnp.repeat(x, 2, 1), 2, 2)
+        return nn.Conv(self.features, (self.kernel, self.kernel), **kw)(x)
+
+
+class Decoder(nn.Module):
+    """Reconstructs observations from features: CNN for image keys (sigmoid output), MLP for vectors.
+
+    Returns {key: prediction}; images in [0, 1] space, vectors in symlog space.
+    """
+
+    image_shapes: tuple = ()  # ((key, (H, W, C)), ...)
+    vector_shapes: tuple = ()  # ((key, shape), ...)
+    depth: int = 16
+    mults: tuple = (2, 3, 4, 4)
+    kernel: int = 5
+    strided: bool = True
+    layers: int = 3
+    units: int = 256
+    sigmoid: bool = True
+    minres: int = 4
+    norm: str = "rms"
+    act: str = "silu"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, feat):
+        out = {}
+        if self.vector_shapes:
+            x = MLP(self.layers, self.units, self.norm, self.act, self.dtype)(feat)
+            for key, shape in self.vector_shapes:
+                y = nn.Dense(max(1, math.prod(shape)), dtype=self.dtype, param_dtype=f32,
+                             kernel_init=weight_init(), name=f"out_{key}")(x)
+                out[key] = y.astype(f32).reshape(*feat.shape[:-1], *shape)
+        if self.image_shapes:
+            (h, w, _), channels = self.image_shapes[0][1], [s[-1] for _, s in self.image_shapes]
+            stages = cnn_stages((h, w), self.minres)
+            depths = cnn_depths(self.depth, self.mults, stages)
+            lh, lw = h >> stages, w >> stages
+            act = activation(self.act)
+            x = nn.Dense(lh * lw * depths[-1], dtype=self.dtype, param_dtype=f32,
+                         kernel_init=weight_init(), name="space")(feat.astype(self.dtype))
+            x = x.reshape(-1, lh, lw, depths[-1])
+            x = act(Norm(self.norm, name="spacenorm")(x))
+            for i in reversed(range(stages - 1)):
+                x = Upsample(depths[i], self.kernel, self.strided, self.dtype, name=f"up{i}")(x)
+                x = act(Norm(self.norm, name=f"up{i}norm")(x))
+            if stages:
+                x = Upsample(sum(channels), self.kernel, self.strided, self.dtype, name="upout")(x)
+            else:
+                x = nn.Dense(sum(channels), dtype=self.dtype, param_dtype=f32, name="upout")(x)
+            x = x.astype(f32)
+            x = jax.nn.sigmoid(x) if self.sigmoid else x + 0.5
+            x = x.reshape(*feat.shape[:-1], h, w, sum(channels))
+            splits = list(itertools.accumulate(channels))[:-1]
+            for (key, _), part in zip(self.image_shapes, jnp.split(x, splits, -1)):
+                out[key] = part
+        return out

@@ -1,0 +1,210 @@
+"""Evaluation: play N episodes with the latest parameters, print the return, save best/worst videos.
+
+    python -m dreamer_live.eval --logdir DIR --episodes N [--source auto|params|checkpoint]
+
+Built-in and gymnasium games run in lockstep (as fast as the CPU allows); a live game keeps its own
+clock. Videos go to DIR/videos/eval_best_<updates>.gif and eval_worst_<updates>.gif.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from dreamer_live import cli, render
+from dreamer_live.errors import UserError
+
+SOURCES = ("auto", "params", "checkpoint")
+
+
+def play(env, policy, params, carry, key, pkeys, rkeys, max_steps: int, frames: bool = True,
+         pacer=None) -> dict:
+    """One episode (at most max_steps steps) in the actor's step format; a real-time env needs `pacer`.
+
+    Returns {"return", "length", "steps": {key: [T, ...]} (obs keys, action and the episode flags, as
+    replay stores them), "frames": uint8 [T, H, W, 3] or None}.
+    """
+    obs = env.reset()
+    if pacer is not None:
+        pacer.start()
+    steps: dict[str, list] = {}
+    shots = []
+    total, length = 0.0, 0
+    for _ in range(max_steps):
+        batch = {k: np.asarray(obs[k])[None] for k in pkeys}
+        carry, action, key = policy(params, carry, batch, key)
+        action = np.asarray(action[0], np.float32)
+        for k in rkeys:
+            steps.setdefault(k, []).append(np.asarray(obs[k]))
+        steps.setdefault("action", []).append(action)
+        if not obs["is_first"]:
+            total += float(obs["reward"])
+            length += 1
+        if frames and "image" in obs:
+            shots.append(annotate(render.as_rgb(obs["image"]), len(shots), total))
+        if obs["is_last"]:
+            break
+        if pacer is None:
+            obs = env.step(action)
+        else:  # the game runs on: hold the keys for one tick, then look
+            env.act(action)
+            pacer.wait()
+            obs = env.observe()
+    return {"return": total, "length": length,
+            "steps": {k: np.stack(v) for k, v in steps.items()},
+            "frames": np.stack(shots) if shots else None}
+
+
+def annotate(image: np.ndarray, step: int, total: float, scale: int = 4) -> np.ndarray:
+    """An episode frame upscaled, with the step number and the return so far drawn on it."""
+    scale = max(1, scale * 64 // max(64, image.shape[0]))
+    image = np.repeat(np.repeat(image, scale, axis=0), scale, axis=1)
+    pil = Image.fromarray(image)
+    text = dict(fill=(255, 255, 255), stroke_width=1, stroke_fill=(0, 0, 0),
+                font=render.font(max(10, min(16, image.shape[0] // 16))))
+    ImageDraw.Draw(pil).text((3, 2), f"{step}  return {total:.1f}", **text)
+    return np.asarray(pil)
+
+
+def video_config(config):
+    """The config the eval env is built from: lockstep unless live; pixels too when vector-only."""
+    from dreamer_live.viz import lockstep
+
+    config = lockstep(config)
+    if config.env.obs == "vector" and config.env.name != "live":
+        config = config.update({"env.obs": "both"})  # frames for the videos; the agent reads vector
+    return config
+
+
+def make_envs(config):
+    """(env to play, obs_space and act_space of the agent's own env); frames added when possible."""
+    from dreamer_live.envs import make_env
+    from dreamer_live.viz import lockstep
+
+    plain = make_env(lockstep(config))
+    spaces = plain.obs_space, plain.act_space
+    wanted = video_config(config)
+    if wanted.env.obs == config.env.obs:
+        return plain, spaces
+    try:
+        env = make_env(wanted)
+    except Exception as e:  # a game without pixels: play without videos
+        print(f"eval: no frames for videos ({str(e).splitlines()[0]})", flush=True)
+        return plain, spaces
+    plain.close()
+    return env, spaces
+
+
+def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int):
+    """The policy parameters: the newest DIR/params version, else the checkpoint.
+
+    Returns (params, description, learner updates).
+    """
+    import jax
+
+    from dreamer_live import sync
+    from dreamer_live.viz import check_checkpoint, load_state
+
+    if source in ("auto", "params") and (logdir / "params").is_dir():
+        template = agent.policy_params(agent.init(jax.random.PRNGKey(seed)))
+        client = sync.Client(logdir / "params", template, sync.model_hash(config))
+        if client.poll():  # one synchronous read of the newest valid version
+            loaded = client.current
+            return (loaded.params, f"params version {loaded.version} ({loaded.step} updates)",
+                    loaded.step)
+        if source == "params":
+            reason = f": {client.last_error}" if client.last_error else ""
+            raise UserError(f"no usable parameters in {logdir / 'params'}{reason}")
+    if source == "params":
+        raise UserError(f"no parameters published yet in {logdir / 'params'}")
+    check_checkpoint(logdir)
+    state, meta = load_state(logdir, agent, "latest", seed)
+    updates = int(meta.get("updates", 0))
+    return agent.policy_params(state), f"checkpoint at {updates} updates", updates
+
+
+def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", mode: str = "eval",
+             max_steps: int = 2000, video_format: str = "gif") -> dict:
+    """Play `episodes` episodes; print and return the returns; write the best and worst videos."""
+    cli.setup_jax(config)
+    import jax
+
+    from dreamer_live.actor import make_policy, policy_keys, replay_keys
+    from dreamer_live.agent import Agent
+    from dreamer_live.envs import is_realtime, tick_hz
+
+    env, (obs_space, act_space) = make_envs(config)
+    try:
+        agent = Agent(config, obs_space, act_space)
+        params, label, updates = load_params(logdir, config, agent, source, config.seed)
+        params = jax.device_put(params)
+        print(f"eval: {episodes} episodes of {config.env.name} with {label}, mode {mode}", flush=True)
+        policy = make_policy(agent, mode)
+        pkeys, rkeys = policy_keys(obs_space), replay_keys(env.obs_space)
+        key = jax.random.PRNGKey(config.seed + 12345)
+        pacer = None
+        if is_realtime(video_config(config)):  # a live game cannot run in lockstep
+            from dreamer_live.pacer import Pacer
+
+            pacer = Pacer(tick_hz(config), late_ms=config.actor.late_ms)
+        returns, lengths = [], []
+        best = worst = None
+        for i in range(episodes):
+            key, sub = jax.random.split(key)
+            began = time.perf_counter()
+            ep = play(env, policy, params, agent.initial_carry(1), sub, pkeys, rkeys, max_steps,
+                      pacer=pacer)
+            returns.append(ep["return"])
+            lengths.append(ep["length"])
+            capped = "" if ep["steps"]["is_last"][-1] else f" (stopped at --max-steps {max_steps})"
+            print(f"eval: episode {i + 1}/{episodes}: return {ep['return']:.2f}, length "
+                  f"{ep['length']}{capped}, {time.perf_counter() - began:.1f}s", flush=True)
+            if best is None or ep["return"] > best["return"]:
+                best = ep
+            if worst is None or ep["return"] < worst["return"]:
+                worst = ep
+    finally:
+        env.close()
+    mean, std = float(np.mean(returns)), float(np.std(returns))
+    print(f"eval: return {mean:.2f} +- {std:.2f} over {episodes} episodes "
+          f"(min {min(returns):.2f}, max {max(returns):.2f}, mean length {np.mean(lengths):.1f})")
+    videos = {}
+    if best["frames"] is not None:
+        for name, ep in (("best", best), ("worst", worst)):
+            path = logdir / "videos" / f"eval_{name}_{updates:08d}.{video_format}"
+            render.write_frames(list(ep["frames"]), path, fps=config.actor.hz)
+            videos[name] = path
+            print(f"eval: wrote {path} (return {ep['return']:.2f}, {len(ep['frames'])} frames)")
+    else:
+        print("eval: no image observations, no videos written")
+    return {"returns": returns, "lengths": lengths, "mean": mean, "std": std, "videos": videos}
+
+
+@cli.main
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m dreamer_live.eval --logdir DIR --episodes N."""
+    p = cli.parser("python -m dreamer_live.eval",
+                   "Play N episodes with the run's latest parameters in evaluation mode; print the "
+                   "mean and std of the return; write videos of the best and the worst episode.")
+    p.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
+    p.add_argument("--source", choices=SOURCES, default="auto",
+                   help="auto: newest published params, else the checkpoint (default auto)")
+    p.add_argument("--mode", choices=("eval", "train"), default="eval",
+                   help="eval: the most likely action; train: sample like the actor (default eval)")
+    p.add_argument("--max-steps", type=int, default=2000, help="cap per episode (default 2000)")
+    p.add_argument("--format", choices=("gif", "mp4"), default="gif", help="video format")
+    args, config = cli.parse(p, argv, write=False)
+    if args.episodes < 1 or args.max_steps < 1:
+        raise UserError("--episodes and --max-steps must be >= 1")
+    if not (args.logdir / "config.yaml").exists():
+        raise UserError(f"{args.logdir} is not a run directory (no config.yaml)")
+    evaluate(config, args.logdir, args.episodes, args.source, args.mode, args.max_steps, args.format)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""The learner process: trains the agent from replay and publishes the actor's parameters.
+
+Waits for run.prefill steps, then loops: sample a batch, one train step, metrics. The train ratio
+(replayed steps per env step written) caps how far training runs ahead of the data; the learner never
+slows the actor. Publishes every run.publish_every s, checkpoints every run.checkpoint_every min and on
+exit, and resumes from DIR/checkpoint with its counters. `--offline` trains from a read-only replay
+folder (another run's) until run.steps updates.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+import time
+
+import numpy as np
+
+from dreamer_live import cli, spaces as spaceslib
+from dreamer_live.checkpoint import Checkpointer
+from dreamer_live.errors import UserError
+from dreamer_live.metrics import Logger
+from dreamer_live.process import StopFlag, share_cpu
+
+TICK_KEYS = ("tick_time", "tick_late_ms")  # replay bookkeeping, not training data
+
+
+def steps_written(replay_dir: pathlib.Path) -> int:
+    """Env steps in a replay folder's chunk files (from their names; beyond the reader's capacity)."""
+    from dreamer_live.replay.chunk import list_chunks
+
+    return sum(fields.length for fields in list_chunks(replay_dir).values())
+
+
+def write_video(out: dict, path: pathlib.Path, observe: int) -> list[pathlib.Path]:
+    """Render an agent.report dict as open-loop truth | model | error: a GIF for images, a PNG strip."""
+    from dreamer_live import render
+
+    out = render.to_numpy(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    images, _, _ = render.split_keys(out)
+    if images:
+        gif = path.with_suffix(".gif")
+        render.write_frames(render.video_frames(out, observe), gif)
+        written.append(gif)
+    png = path.with_suffix(".png")
+    render.write_image(render.still(out, observe), png)
+    written.append(png)
+    return written
+
+
+class Learner:
+    """Owns the agent state, the replay reader, the publisher, checkpoints and metrics."""
+
+    def __init__(self, config, logdir: pathlib.Path, replay_dir: pathlib.Path, offline: bool):
+        self.config, self.logdir, self.replay_dir, self.offline = config, logdir, replay_dir, offline
+        self.stop = StopFlag("learner").install()
+        self.logger = Logger(logdir, "learner", quiet=config.run.quiet)
+        self.updates = 0
+        self.meta: dict = {}
+        self._video_thread: threading.Thread | None = None
+
+    def run(self) -> int:
+        """Train until run.steps, a stop signal or a dead launcher; checkpoint and publish on exit."""
+        config, run = self.config, self.config.run
+        cli.setup_jax(config)
+        import jax
+
+        from dreamer_live import sync
+        from dreamer_live.agent import Agent
+        from dreamer_live.replay import Reader
+
+        readonly = self.offline or self.replay_dir.resolve() != (self.logdir / "replay").resolve()
+        reader = Reader.from_config(config, self.replay_dir, readonly=readonly)
+        try:
+            if self.offline and not reader.num_steps:
+                raise UserError(f"replay folder {self.replay_dir} holds no steps")
+            if self.offline and not reader.ready():
+                raise UserError(f"replay folder {self.replay_dir} holds no episode piece of "
+                                f"batch_length={config.batch_length} steps ({reader.num_steps} "
+                                "steps in all)")
+            found = self._spaces()
+            if found is None:
+                return 0
+            agent = Agent(config, *found)
+            checkpointer = Checkpointer(self.logdir / "checkpoint")
+            state = agent.init(jax.random.PRNGKey(config.seed))
+            if checkpointer.exists():
+                state, self.meta = checkpointer.load(state)
+                self.updates = int(self.meta.get("updates", 0))
+                self.logger.message(f"learner: resumed from {checkpointer.path} at "
+                                    f"{self.updates} updates")
+            publisher = sync.Publisher(self.logdir / "params", sync.model_hash(config))
+            self.logger.message(
+                f"learner: training from {self.replay_dir}{' (read-only)' if readonly else ''}; "
+                f"writing {self.logdir / 'params'}, {checkpointer.path.parent}, "
+                f"{self.logdir / 'metrics.jsonl'}, {self.logdir / 'videos'}")
+            if run.steps and self.updates >= run.steps:
+                self.logger.message(f"learner: already at {self.updates} >= run.steps updates")
+                return 0
+            version = publisher.publish(agent.policy_params(state), self.updates)
+            self._compile(agent, state, found[0])
+            if not self._prefill(reader):
+                return 0
+            self._train(agent, state, reader, publisher, checkpointer, version)
+        finally:
+            reader.close()
+            self.stop.event.set()
+            self.logger.close()
+        return 0
+
+    def _spaces(self):
+        """The game's (obs_space, act_space): the actor's spaces.json in the replay folder.
+
+        Online, wait for the actor to write it. Offline without it, build the configured env (not
+        possible for a live game, whose window may be on another machine)."""
+        while True:
+            found = spaceslib.load(self.replay_dir)
+            if found is not None:
+                return found
+            if self.offline:
+                if self.config.env.name == "live":
+                    raise UserError(f"{self.replay_dir / spaceslib.FILE} is missing; copy it from "
+                                    "the actor's replay folder")
+                from dreamer_live.envs import make_env
+
+                env = make_env(self.config)
+                try:
+                    return env.obs_space, env.act_space
+                finally:
+                    env.close()
+            self.logger.status(f"learner | waiting for an actor to start writing {self.replay_dir}")
+            if self.stop.wait(1.0):
+                return None
+
+    def _compile(self, agent, state, obs_space) -> None:
+        """Compile the train step on a zero batch while the actor fills replay (result discarded)."""
+        import jax
+
+        if self.offline:
+            return  # nothing to overlap with
+        b, t = self.config.batch_size, self.config.batch_length
+        batch = {k: np.zeros((b, t, *space.shape), space.dtype) for k, space in obs_space.items()}
+        batch["action"] = np.zeros((b, t, agent.act_dim), np.float32)
+        began = time.monotonic()
+        self.logger.status("learner | compiling the train step")
+        jax.block_until_ready(agent.train(state, batch, jax.random.PRNGKey(0)))
+        self.logger.message(f"learner: train step ready in {time.monotonic() - began:.1f}s")
+
+    def _prefill(self, reader) -> bool:
+        """Wait until replay holds run.prefill steps (offline: whatever is there); False if stopped."""
+        need = 1 if self.offline else self.config.run.prefill
+        while not self.stop:
+            reader.refresh()
+            if reader.num_steps >= need and reader.ready():
+                return True
+            self.logger.status(f"learner | waiting for replay: {reader.num_steps}/{need} steps in "
+                               f"{self.replay_dir}")
+            self.stop.wait(1.0)
+        return False
+
+    def _train(self, agent, state, reader, publisher, checkpointer, version):
+        import jax
+
+        config, run = self.config, self.config.run
+        key = jax.random.PRNGKey(config.seed + 1 + self.updates)
+        batch_steps = config.batch_size * config.batch_length
+        now = time.monotonic()
+        last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
+        window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0}
+        started = self.updates
+        env_steps = steps_written(self.replay_dir)
+        try:
+            while not self.stop:
+                if run.steps and self.updates >= run.steps:
+                    break
+                now = time.monotonic()
+                if now - last["refresh"] >= 1.0:
+                    reader.refresh()
+                    env_steps = steps_written(self.replay_dir)
+                    last["refresh"] = now
+                allowed = (run.train_ratio * env_steps / batch_steps
+                           if run.train_ratio > 0 and not self.offline else float("inf"))
+                if self.updates + 1 > allowed:
+                    waited = time.monotonic()
+                    self.stop.wait(0.05)  # ahead of the data: wait for the actor, never slow it
+                    window["waited"] += time.monotonic() - waited
+                else:
+                    batch = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
+                    key, sub = jax.random.split(key)
+                    state, metrics = agent.train(state, batch, sub)
+                    self.updates += 1
+                    window["updates"] += 1
+                    window["metrics"].append(metrics)
+                now = time.monotonic()
+                if now - last["publish"] >= run.publish_every:
+                    version = publisher.publish(agent.policy_params(state), self.updates)
+                    last["publish"] = now
+                if now - last["checkpoint"] >= run.checkpoint_every * 60:
+                    self._checkpoint(checkpointer, state, env_steps, version)
+                    last["checkpoint"] = now
+                if run.video_every and now - last["video"] >= run.video_every * 60:
+                    self._video(agent, state, reader)
+                    last["video"] = now
+                if now - last["log"] >= run.log_every:
+                    self._log(window, reader, env_steps, version, batch_steps)
+                    last["log"] = now
+        except KeyboardInterrupt:
+            self.stop.set("interrupted")
+        if self._video_thread is not None:
+            self._video_thread.join(timeout=60)
+        reason = self.stop.reason or "run.steps reached"
+        if window["updates"]:
+            self._log(window, reader, env_steps, version, batch_steps)
+        version = publisher.publish(agent.policy_params(state), self.updates)
+        self._checkpoint(checkpointer, state, env_steps, version)
+        self.logger.message(f"\nlearner: stopped ({reason}) at {self.updates} updates "
+                            f"({self.updates - started} this run); published v{version}; "
+                            f"checkpoint {checkpointer.path}")
+        return state
+
+    def _checkpoint(self, checkpointer, state, env_steps, version) -> None:
+        self.meta.update(updates=self.updates, env_steps=int(env_steps), version=int(version))
+        checkpointer.save(state, self.meta)
+
+    def _video(self, agent, state, reader) -> None:
+        """Open-loop predictions on a fresh batch, rendered on a background thread."""
+        import jax
+
+        if self._video_thread is not None and self._video_thread.is_alive():
+            return  # the previous one is still rendering (matplotlib: one at a time)
+        length = self.config.batch_length
+        observe = max(1, min(self.config.run.video_observe, length - 1))
+        batch = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
+        out = jax.device_get(agent.report(state, batch, observe=observe))
+        path = self.logdir / "videos" / f"openloop_{self.updates:08d}"
+
+        def render():
+            try:
+                write_video(out, path, observe)
+            except Exception as e:  # a rendering problem must not stop training
+                print(f"learner: video failed: {e}", flush=True)
+
+        self._video_thread = threading.Thread(target=render, name="video", daemon=True)
+        self._video_thread.start()
+
+    def _log(self, window, reader, env_steps, version, batch_steps) -> None:
+        import jax
+
+        now = time.monotonic()
+        rate = window["updates"] / max(1e-9, now - window["start"])
+        metrics = {}
+        if window["metrics"]:
+            stacked = jax.device_get(window["metrics"])
+            for name in stacked[0]:
+                values = np.asarray([np.mean(m[name]) for m in stacked], np.float64)
+                metrics[f"train/{name}"] = float(values.mean())
+        metrics.update({
+            "learner/updates_per_s": rate,
+            "learner/ratio_wait_frac": window["waited"] / max(1e-9, now - window["start"]),
+            "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
+            "learner/policy_version": version, "replay/steps": env_steps,
+            "replay/held": reader.num_steps})
+        self.logger.write(self.updates, metrics)
+        loss = metrics.get("train/loss/total", float("nan"))
+        target = f"/{self.config.run.steps}" if self.config.run.steps else ""
+        self.logger.status(
+            f"learner | {self.updates}{target} updates | {rate:.2f} upd/s | ratio "
+            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | loss {loss:.3f}")
+        window.update(updates=0, start=now, metrics=[], waited=0.0)
+
+
+@cli.main
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m dreamer_live.learner --logdir DIR [--replay OTHER/replay --offline]."""
+    p = cli.parser("python -m dreamer_live.learner",
+                   "Train the agent from replay and publish its policy parameters to DIR/params.")
+    p.add_argument("--replay", type=pathlib.Path, default=None,
+                   help="replay folder to train from (default DIR/replay); another run's folder is "
+                        "opened read-only")
+    p.add_argument("--offline", action="store_true",
+                   help="no actor: train from the existing replay until --run.steps updates")
+    args, config = cli.parse(p, argv)
+    replay_dir = args.replay or args.logdir / "replay"
+    if args.offline and not replay_dir.is_dir():
+        raise UserError(f"replay folder {replay_dir} does not exist")
+    if not args.offline:
+        manners = share_cpu(config.learner.threads, config.learner.nice)
+        print(f"learner: sharing the CPU with the actor: {manners}", flush=True)
+    return Learner(config, args.logdir, replay_dir, args.offline).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""Process manners for the actor and learner: graceful stop on signals, parent watch, CPU sharing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+# Set by dreamer_live.run for its children: the launcher's pid; a child stops when it is gone.
+PARENT_ENV = "DREAMER_LIVE_PARENT"
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM (first one: finish cleanly; a second one: stop now) or by a dead parent."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.event = threading.Event()
+        self.reason = ""
+        self._parent = int(os.environ.get(PARENT_ENV, "0") or 0)
+        self._signals = 0
+
+    def install(self) -> StopFlag:
+        """Install the signal handlers (main thread only)."""
+        signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self._signals += 1
+        if self._signals > 1:  # asked twice: the person wants it gone now
+            raise KeyboardInterrupt
+        self.set(signal.Signals(signum).name)
+
+    def set(self, reason: str) -> None:
+        """Ask the loop to stop, giving the reason shown on exit."""
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+    def __bool__(self) -> bool:
+        if not self.event.is_set() and self._parent and os.getppid() != self._parent:
+            self.set("launcher exited")
+        return self.event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when stopped; return whether stopped."""
+        return self.event.wait(seconds) or bool(self)
+
+
+def share_cpu(threads: int, nice: int) -> str:
+    """Lower this process's priority and confine it to `threads` cores away from core 0.
+
+    Must run before JAX is imported: XLA sizes its CPU thread pool from the cores this process may
+    use. threads: 0 = no limit, -1 = every core but core 0, N = at most N cores (core 0 last).
+    Returns a short description for the log.
+    """
+    notes = []
+    if nice > 0 and hasattr(os, "nice"):
+        try:
+            os.nice(nice)
+            notes.append(f"nice +{nice}")
+        except OSError:
+            pass
+    if threads and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) > 1:
+            keep = len(cores) - 1 if threads < 0 else min(threads, len(cores))
+            chosen = (cores[1:] + cores[:1])[:keep]  # core 0 goes last: the actor keeps it
+            os.sched_setaffinity(0, chosen)
+            notes.append(f"cores {','.join(map(str, sorted(chosen)))} of {len(cores)}")
+    return ", ".join(notes) or "no CPU limits"

@@ -1,0 +1,213 @@
+"""One command for a whole run: a learner and an actor as child processes on one logdir.
+
+    python -m dreamer_live.run                      # the demo: real-time Catcher from its state vector
+    python -m dreamer_live.run --configs debug --logdir /tmp/run
+
+Ctrl-C (or SIGTERM) is forwarded to both children, which stop cleanly (checkpoint, flush replay). A child
+that exits on its own is never restarted: the launcher says which one and with what exit status, stops
+the other and exits with that status.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+from dreamer_live import cli, config as configlib
+from dreamer_live.metrics import NO_STATUS_ENV
+from dreamer_live.process import PARENT_ENV
+
+DEMO_PRESET = "catcher"
+CHILDREN = ("learner", "actor")
+STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves a checkpoint)
+
+
+class MetricsTail:
+    """Reads the lines appended to metrics.jsonl since the last call."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[dict]:
+        """New complete records (a half-written last line waits for the next call)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+
+class Status:
+    """The launcher's combined status line, built from both children's metric lines."""
+
+    def __init__(self):
+        self.actor: dict = {}
+        self.learner: dict = {}
+        self.returns: collections.deque = collections.deque(maxlen=20)
+        self.first_returns: list[float] = []
+
+    def update(self, records: list[dict]) -> None:
+        """Fold new metric records in."""
+        for r in records:
+            if r.get("source") == "actor":
+                if r.get("episode/return") is not None:
+                    self.returns.append(r["episode/return"])
+                    if len(self.first_returns) < 20:
+                        self.first_returns.append(r["episode/return"])
+                elif "actor/ticks_per_s" in r:
+                    self.actor = r
+            elif r.get("source") == "learner" and "learner/updates_per_s" in r:
+                self.learner = r
+
+    def line(self) -> str:
+        """One line: actor speed and lateness, policy version, returns, learner progress."""
+        a, lr = self.actor, self.learner
+        parts = []
+        if a:
+            parts.append(f"actor {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
+                         f"late {a.get('actor/late_ticks', 0)} policy v{a.get('actor/policy_version', 0)}")
+        if self.returns:
+            mean = sum(self.returns) / len(self.returns)
+            first = sum(self.first_returns) / len(self.first_returns)
+            parts.append(f"return {mean:.2f} (first episodes {first:.2f})")
+        if lr:
+            parts.append(f"learner {lr.get('step', 0)} upd {lr.get('learner/updates_per_s') or 0:.2f}/s "
+                         f"ratio {lr.get('learner/train_ratio') or 0:.1f}")
+        return " | ".join(parts) or "starting..."
+
+
+def default_logdir(configs: list[str]) -> pathlib.Path:
+    """logdir/<presets>-<date-time> under the current folder."""
+    name = "-".join(pathlib.Path(c).stem for c in configs) or "default"
+    return pathlib.Path("logdir") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Launcher:
+    """Starts, watches and stops the two children."""
+
+    def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool):
+        self.child_args, self.logdir, self.quiet = child_args, logdir, quiet
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.stopping = False
+        self.signals = 0
+        self.tty = sys.stdout.isatty()
+
+    def start(self) -> None:
+        """Start the learner and the actor, each in its own process group (Ctrl-C comes via us)."""
+        env = dict(os.environ, **{PARENT_ENV: str(os.getpid()), NO_STATUS_ENV: "1"})
+        extra = {"process_group": 0} if os.name != "nt" else {}
+        for name in CHILDREN:
+            cmd = [sys.executable, "-m", f"dreamer_live.{name}", *self.child_args]
+            self.procs[name] = subprocess.Popen(cmd, env=env, **extra)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signals += 1
+        self.stopping = True
+        for proc in self.procs.values():  # a second Ctrl-C is forwarded too: children then stop at once
+            if proc.poll() is None and os.name != "nt":
+                proc.send_signal(signal.SIGINT)
+
+    def watch(self) -> int:
+        """Wait for the children; on one's exit stop the other; return the run's exit status."""
+        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status()
+        last_draw = 0.0
+        failure = 0
+        while any(p.poll() is None for p in self.procs.values()):
+            time.sleep(0.2)
+            status.update(tail.read())
+            if not self.quiet and time.monotonic() - last_draw >= (1.0 if self.tty else 30.0):
+                last_draw = time.monotonic()
+                print(("\r" if self.tty else "") + status.line() + ("" if self.tty else "\n"),
+                      end="", flush=True)
+            for name, proc in self.procs.items():
+                code = proc.poll()
+                if code is None or self.stopping:
+                    continue
+                others = [n for n in self.procs if n != name and self.procs[n].poll() is None]
+                verb = "finished" if code == 0 else f"failed ({_describe(code)})"
+                print(f"\nrun: {name} {verb}; stopping {', '.join(others) or 'nothing'}",
+                      file=sys.stderr if code else sys.stdout, flush=True)
+                failure = code if code > 0 else (1 if code < 0 else 0)
+                self._stop_all()
+        self._wait_all()
+        status.update(tail.read())
+        for name, proc in self.procs.items():
+            if proc.returncode not in (0, None) and not failure:
+                print(f"run: {name} exited with {_describe(proc.returncode)}", file=sys.stderr)
+                failure = proc.returncode if proc.returncode > 0 else 1
+        print(f"\nrun: done; {status.line()}; logdir {self.logdir}", flush=True)
+        return failure
+
+    def _stop_all(self) -> None:
+        self.stopping = True
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT if os.name != "nt" else signal.SIGTERM)
+
+    def _wait_all(self) -> None:
+        deadline = time.monotonic() + STOP_GRACE_S
+        for name, proc in self.procs.items():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"run: {name} did not stop within {STOP_GRACE_S:.0f}s; killing it",
+                      file=sys.stderr, flush=True)
+                proc.kill()
+                proc.wait()
+
+
+@cli.main
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m dreamer_live.run [--logdir DIR] [--configs PRESET...] [overrides]."""
+    p = cli.parser("python -m dreamer_live.run",
+                   "Start a learner and an actor on one logdir (no arguments: the Catcher demo).",
+                   logdir_required=False)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = p.parse_known_args(argv)
+    overrides = configlib.parse_overrides(rest)
+    configs = list(args.configs)
+    logdir = args.logdir
+    if logdir is None:
+        logdir = default_logdir(configs or [DEMO_PRESET])
+    if not configs and not (logdir / "config.yaml").exists():
+        configs = [DEMO_PRESET]
+    config = cli.logdir_config(logdir, configs, overrides, args.force)  # checks before any child
+    child_args = ["--logdir", str(logdir), *(["--configs", *configs] if configs else []), *rest]
+    print(f"run: {config.env.name} in {logdir} (presets: {' '.join(configs) or 'as configured'}); "
+          f"replay, params, checkpoint, metrics.jsonl, videos and tensorboard/ go there. "
+          f"Ctrl-C stops both.", flush=True)
+    launcher = Launcher(child_args, logdir, config.run.quiet)
+    launcher.start()
+    return launcher.watch()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

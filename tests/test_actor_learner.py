@@ -1,0 +1,280 @@
+"""Actor and learner as real processes on real-time Catcher (debug preset), sharing one logdir.
+
+One module-scoped scenario runs the processes once and the tests below check what it recorded:
+
+  1. actor A (id 0) and learner L1 start; a second actor (id 1) plays a few steps into the same replay;
+     run until A has swapped to >= 3 versions L1 published and L1 has checkpointed;
+  2. SIGKILL L1; A keeps ticking on its last parameters for a few seconds;
+  3. learner L2 starts, resumes from L1's checkpoint and picks up the replay written meanwhile;
+     A switches to L2's versions;
+  4. SIGINT A and L2: both exit 0 (replay flushed, checkpoint written);
+  5. learner L3 resumes from L2's checkpoint with its update count and stops by itself at run.steps.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dreamer_live import metrics as metricslib
+from dreamer_live.pacer import Pacer
+from dreamer_live.replay import Reader
+from dreamer_live.replay.chunk import list_chunks
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+HZ = 20.0
+COMMON = ["--configs", "debug", "--run.quiet", "true", "--run.log_every", "1",
+          "--run.publish_every", "2", "--run.checkpoint_every", "0.05", "--run.video_every", "0",
+          "--actor.hz", str(HZ), "--actor.param_interval", "0.5"]
+SWAP_BOUND_MS = 25.0  # half a tick: a recompile or a blocking load on the tick path costs far more
+
+
+def start(module, logdir, *args, env=None):
+    """Start `python -m module --logdir logdir COMMON args`; its output goes to a file beside."""
+    out = open(logdir.parent / f"{module.split('.')[-1]}-{time.monotonic_ns()}.out", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", module, "--logdir", str(logdir), *COMMON, *args],
+                            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, JAX_PLATFORMS="cpu", **(env or {})))
+    proc.out = out
+    return proc
+
+
+def output(proc) -> str:
+    proc.out.flush()
+    return pathlib.Path(proc.out.name).read_text()
+
+
+def lines(logdir, source, since=0.0, key=None):
+    """metrics.jsonl records of `source` written after `since`, optionally only those with `key`."""
+    return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", source)
+            if r["time"] >= since and (key is None or key in r)]
+
+
+def wait_for(what, predicate, timeout, procs=()):
+    """Poll `predicate` until true; fail early (with the output) if one of `procs` dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        for proc in procs:
+            if proc.poll() is not None:
+                pytest.fail(f"{what}: {proc.args[2]} exited with {proc.returncode}:\n{output(proc)}")
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}:\n" +
+                "\n".join(output(p)[-3000:] for p in procs))
+
+
+def checkpoint_updates(logdir) -> int:
+    meta = logdir / "checkpoint" / "meta.json"
+    return int(__import__("json").loads(meta.read_text())["updates"]) if meta.exists() else 0
+
+
+def stop(proc, sig=signal.SIGINT, timeout=90) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{proc.args[2]} did not stop within {timeout}s after {sig!r}:\n{output(proc)}")
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("live") / "run"
+    rec = {"logdir": logdir}
+    actor = start("dreamer_live.actor", logdir, "--actor.duration", "300")
+    procs = [actor]
+    try:
+        wait_for("actor ticking", lambda: lines(logdir, "actor", key="actor/ticks_per_s"), 60,
+                 [actor])
+        learner1 = start("dreamer_live.learner", logdir)
+        procs.append(learner1)
+        other = start("dreamer_live.actor", logdir, "--actor.id", "1", "--actor.steps", "30")
+        procs.append(other)
+        # 1. L1's first version (its initial params) and two trained ones swapped in; a checkpoint
+        wait_for("three swaps and a checkpoint",
+                 lambda: len(lines(logdir, "actor", key="actor/swap_version")) >= 3
+                 and checkpoint_updates(logdir) > 0, 180, [actor, learner1])
+        rec["other_exit"] = other.wait(timeout=60)
+        rec["other_output"] = output(other)
+        # 2. kill the learner; the actor goes on alone
+        rec["ckpt_updates"] = checkpoint_updates(logdir)
+        learner1.send_signal(signal.SIGKILL)
+        learner1.wait()
+        rec["kill_time"] = time.time()
+        rec["l1_versions"] = max(r["learner/policy_version"]
+                                 for r in lines(logdir, "learner", key="learner/policy_version"))
+        time.sleep(6.0)
+        rec["alone"] = lines(logdir, "actor", since=rec["kill_time"], key="actor/ticks_per_s")
+        rec["steps_at_kill"] = rec["alone"][0]["step"] if rec["alone"] else None
+        # 3. a new learner resumes and picks up what was written meanwhile
+        rec["l2_start"] = time.time()
+        learner2 = start("dreamer_live.learner", logdir)
+        procs.append(learner2)
+        wait_for("the new learner training and the actor on its version",
+                 lambda: lines(logdir, "learner", since=rec["l2_start"], key="learner/train_ratio")
+                 and any(r["actor/swap_version"] > rec["l1_versions"]
+                         for r in lines(logdir, "actor", key="actor/swap_version")),
+                 150, [actor, learner2])
+        # 4. Ctrl-C both
+        rec["actor_exit"] = stop(actor)
+        rec["learner2_exit"] = stop(learner2)
+        rec["actor_output"], rec["learner2_output"] = output(actor), output(learner2)
+        rec["l2_updates"] = checkpoint_updates(logdir)
+        # 5. a restarted learner resumes with its count and stops at run.steps by itself
+        rec["l3_target"] = rec["l2_updates"] + 3
+        rec["l3_start"] = time.time()
+        learner3 = start("dreamer_live.learner", logdir, "--run.steps", str(rec["l3_target"]))
+        procs.append(learner3)
+        rec["learner3_exit"] = learner3.wait(timeout=180)
+        rec["learner3_output"] = output(learner3)
+        rec["learner1_output"] = output(learner1)
+        yield rec
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.out.close()
+
+
+def test_replay_grows_and_is_flushed_on_exit(scenario):
+    logdir = scenario["logdir"]
+    chunks = list_chunks(logdir / "replay")
+    by_writer = {}
+    for fields in chunks.values():
+        writer = fields.stream.split("_")[0]
+        by_writer[writer] = by_writer.get(writer, 0) + fields.length
+    final = lines(logdir, "actor", key="actor/ticks_per_s")[-1]["step"]
+    assert scenario["actor_exit"] == 0, scenario["actor_output"]
+    # every step actor 0 counted is on disk: its last chunk was flushed on SIGINT
+    assert by_writer["0"] == final > 200
+    assert scenario["other_exit"] == 0, scenario["other_output"]
+    assert by_writer["1"] == 30  # a second actor in the same logdir, with its own writer id
+    with Reader(logdir / "replay", readonly=True, prefetch=0, batch=2, length=8) as reader:
+        batch = reader.sample()
+    assert batch["action"].shape == (2, 8, 3) and batch["tick_time"].dtype == np.float64
+    assert "vector" in batch and batch["tick_late_ms"].dtype == np.float32
+
+
+def test_actor_switches_versions_without_late_ticks(scenario):
+    swaps = lines(scenario["logdir"], "actor", key="actor/swap_version")
+    versions = [r["actor/swap_version"] for r in swaps]
+    assert len(versions) >= 4 and versions == sorted(versions)  # L1's (>= 3), then L2's
+    for r in swaps:
+        assert r["actor/compiles_after_warmup"] == 0, r  # same shapes: no recompile on the tick
+        assert r["actor/swap_work_ms"] < SWAP_BOUND_MS, r
+        assert r["actor/swap_late_ms_after"] < SWAP_BOUND_MS, r
+
+
+def test_actor_metrics_and_event_files(scenario):
+    logdir = scenario["logdir"]
+    tick = lines(logdir, "actor", key="actor/ticks_per_s")
+    for key in ("actor/late_ticks", "actor/late_ms_p50", "actor/late_ms_p99", "actor/late_ms_max",
+                "actor/policy_version", "actor/policy_lag_steps", "actor/policy_lag_s"):
+        assert key in tick[-1]
+    assert np.median([r["actor/ticks_per_s"] for r in tick]) == pytest.approx(HZ, rel=0.1)
+    episodes = lines(logdir, "actor", key="episode/return")
+    assert episodes and all(r["episode/length"] > 0 for r in episodes)
+    learn = lines(logdir, "learner", key="learner/updates_per_s")
+    assert any("train/loss/total" in r for r in learn)
+    for key in ("learner/train_ratio", "replay/steps"):
+        assert key in learn[-1]
+    events = {p.parent.name for p in (logdir / "tensorboard").glob("*/events.out.tfevents.*")}
+    assert {"actor0", "actor1", "learner"} <= events
+
+
+def test_actor_keeps_ticking_after_learner_sigkill(scenario):
+    alone = scenario["alone"]
+    assert len(alone) >= 3, alone
+    assert alone[-1]["step"] - alone[0]["step"] >= 0.5 * HZ * 3
+    assert len({r["actor/policy_version"] for r in alone}) == 1  # its last parameters
+    assert all(r["actor/ticks_per_s"] > 0.8 * HZ for r in alone)
+
+
+def test_new_learner_resumes_and_reads_replay_written_meanwhile(scenario):
+    logdir = scenario["logdir"]
+    assert f"resumed from {logdir / 'checkpoint' / 'state.msgpack'} at " \
+           f"{scenario['ckpt_updates']} updates" in scenario["learner2_output"]
+    first = lines(logdir, "learner", since=scenario["l2_start"], key="replay/steps")[0]
+    assert first["replay/steps"] > scenario["steps_at_kill"]
+    assert first["step"] > scenario["ckpt_updates"]
+
+
+def test_both_stop_cleanly_on_sigint(scenario):
+    assert scenario["actor_exit"] == 0 and "stopped (SIGINT)" in scenario["actor_output"]
+    assert scenario["learner2_exit"] == 0 and "stopped (SIGINT)" in scenario["learner2_output"]
+    assert scenario["l2_updates"] > scenario["ckpt_updates"]  # the exit checkpoint
+
+
+def test_restarted_learner_resumes_its_step_count(scenario):
+    logdir, target = scenario["logdir"], scenario["l3_target"]
+    assert scenario["learner3_exit"] == 0, scenario["learner3_output"]
+    assert f"at {scenario['l2_updates']} updates" in scenario["learner3_output"]
+    assert f"stopped (run.steps reached) at {target} updates (3 this run)" \
+        in scenario["learner3_output"]
+    assert checkpoint_updates(logdir) == target
+
+
+def test_second_actor_start_hits_the_compile_cache(tmp_path):
+    """The policy compiled by the first start is loaded from the persistent cache by the second."""
+    cache = tmp_path / "cache"
+    env = {"DREAMER_LIVE_CACHE": str(cache)}
+    runs = []
+    for i in range(2):
+        proc = start("dreamer_live.actor", tmp_path / "run", "--actor.steps", "5", env=env)
+        assert proc.wait(timeout=120) == 0, output(proc)
+        runs.append(sorted(p.name for p in (cache / "jax").iterdir()))
+        proc.out.close()
+    first, second = lines(tmp_path / "run", "actor", key="actor/warmup_s")
+    assert runs[0] and runs[1] == runs[0]  # nothing new compiled (and cached) the second time
+    assert second["actor/compile_cache_hits"] >= len([n for n in runs[0] if n.endswith("-cache")])
+    assert second["actor/compiles"] < first["actor/compiles"]
+
+
+def test_pacer_counts_lateness_and_keeps_the_grid():
+    now = [0.0]
+
+    def clock():  # a fake clock that moves 10 us per reading, so the final spin ends
+        now[0] += 1e-5
+        return now[0]
+
+    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))
+    pacer.start()
+    assert pacer.wait() < 0.1  # due at once
+    now[0] += 0.02  # a quick tick: sleeps to the next deadline, 0.1 s after the start
+    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.1, abs=1e-3)
+    now[0] += 0.25  # an overrun of 2.5 periods: late by 150 ms, the slot at 0.2 s is skipped
+    assert pacer.wait() == pytest.approx(150.0, abs=1.0)
+    assert (pacer.late, pacer.missed, pacer.ticks) == (1, 1, 3)
+    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.4, abs=1e-3)  # back on the grid
+
+
+def test_run_starts_both_and_forwards_sigterm(tmp_path):
+    """dreamer_live.run: both children on one logdir; SIGTERM reaches both; all exit 0."""
+    logdir = tmp_path / "run"
+    run = start("dreamer_live.run", logdir, "--learner.nice", "0")  # quicker on a busy machine
+    try:
+        wait_for("the learner training and its version in use by the actor",
+                 lambda: lines(logdir, "actor", key="actor/swap_version")
+                 and lines(logdir, "learner", key="learner/updates_per_s"), 150, [run])
+        run.send_signal(signal.SIGTERM)
+        code = run.wait(timeout=120)
+        text = output(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        run.out.close()
+    assert code == 0, text
+    assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
+    assert (logdir / "checkpoint" / "state.msgpack").exists()
+    assert "run: done" in text

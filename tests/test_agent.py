@@ -1,0 +1,170 @@
+"""The agent's entry points at the debug preset: jit, shapes, resets, parameter export, serialization."""
+
+import flax.serialization
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dreamer_live import config
+from dreamer_live.agent import Agent, rssm as rssmlib
+from dreamer_live.envs.base import step_spaces
+from dreamer_live.errors import UserError
+
+CFG = config.resolve(["debug"])
+B, T = CFG.batch_size, CFG.batch_length
+
+
+def obs_space(size):
+    return {"image": gymnasium.spaces.Box(0, 255, (size, size, 3), np.uint8),
+            "vector": gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32), **step_spaces()}
+
+
+def make_batch(agent, seed=0, b=B, t=T):
+    rng = np.random.default_rng(seed)
+    size = agent.obs_space["image"].shape[0]
+    if agent.discrete:
+        action = np.eye(agent.act_dim, dtype=np.float32)[rng.integers(0, agent.act_dim, (b, t))]
+    else:
+        action = rng.uniform(-1, 1, (b, t, agent.act_dim)).astype(np.float32)
+    is_first = np.zeros((b, t), bool)
+    is_first[:, 0] = True
+    return {"image": rng.integers(0, 256, (b, t, size, size, 3), dtype=np.uint8),
+            "vector": rng.normal(size=(b, t, 5)).astype(np.float32) * 10,
+            "action": action,
+            "reward": rng.normal(size=(b, t)).astype(np.float32),
+            "is_first": is_first, "is_last": np.zeros((b, t), bool),
+            "is_terminal": np.zeros((b, t), bool),
+            "tick_time": np.full((b, t), 1.7e9), "tick_late_ms": np.zeros((b, t), np.float32)}
+
+
+# Discrete actions with 64x64 images; continuous actions with 16x16 images (fewer CNN stages).
+@pytest.fixture(scope="module", params=["discrete", "continuous"])
+def setup(request):
+    if request.param == "discrete":
+        agent = Agent(CFG, obs_space(64), gymnasium.spaces.Discrete(4))
+    else:
+        agent = Agent(CFG, obs_space(16), gymnasium.spaces.Box(-2, 2, (2,), np.float32))
+    state = agent.init(jax.random.PRNGKey(0))
+    return agent, state
+
+
+def step_obs(batch, t, first):
+    return {"image": batch["image"][:, t], "vector": batch["vector"][:, t],
+            "is_first": np.full(batch["image"].shape[0], first)}
+
+
+def test_policy_shapes_and_modes(setup):
+    agent, state = setup
+    params = agent.policy_params(state)
+    batch = make_batch(agent, b=3)
+    carry = agent.initial_carry(3)
+    for mode in ("train", "eval"):
+        new, action, aux = agent.policy(params, carry, step_obs(batch, 0, True),
+                                        jax.random.PRNGKey(1), mode)
+        assert action.shape == (3, agent.act_dim) and action.dtype == jnp.float32
+        assert jax.tree.map(jnp.shape, new) == jax.tree.map(jnp.shape, carry)
+        assert aux["entropy"].shape == (3,)
+        if agent.discrete:
+            np.testing.assert_allclose(action.sum(-1), 1.0, atol=1e-6)
+            assert set(np.unique(np.asarray(action))) <= {0.0, 1.0}
+        else:
+            assert np.all(np.abs(action) <= 1.0)
+    eval_a = agent.policy(params, carry, step_obs(batch, 0, True), jax.random.PRNGKey(1), "eval")[1]
+    eval_b = agent.policy(params, carry, step_obs(batch, 0, True), jax.random.PRNGKey(2), "eval")[1]
+    if agent.discrete:  # the mode does not depend on the action-sampling noise
+        np.testing.assert_array_equal(eval_a, eval_b)
+
+
+def test_is_first_resets_the_policy_carry(setup):
+    agent, state = setup
+    params = agent.policy_params(state)
+    batch = make_batch(agent, seed=1, b=2)
+    key = jax.random.PRNGKey(3)
+    carry = agent.initial_carry(2)
+    for t in range(4):
+        carry, _, _ = agent.policy(params, carry, step_obs(batch, t, t == 0), key, "train")
+    assert float(jnp.abs(carry["deter"]).sum()) > 0
+    fresh = agent.policy(params, agent.initial_carry(2), step_obs(batch, 5, True), key, "train")
+    reset = agent.policy(params, carry, step_obs(batch, 5, True), key, "train")
+    cont = agent.policy(params, carry, step_obs(batch, 5, False), key, "train")
+    jax.tree.map(np.testing.assert_array_equal, reset, fresh)
+    assert not np.allclose(cont[0]["deter"], fresh[0]["deter"])
+
+
+def test_is_first_resets_inside_the_observe_scan(setup):
+    agent, state = setup
+    params = state["params"]
+    batch = make_batch(agent, seed=2, b=2, t=8)
+    batch["is_first"][:, 5] = True
+    wm = agent.wm
+    tokens = wm.encode(params, batch)
+    prev = wm.prev_actions(jnp.asarray(batch["action"]))
+    _, states, post = rssmlib.observe(wm.rssm, params["rssm"], wm.initial(2), tokens, prev,
+                                      jnp.asarray(batch["is_first"]), jax.random.PRNGKey(0))
+    _, states2, post2 = rssmlib.observe(wm.rssm, params["rssm"], wm.initial(2), tokens[:, 5:],
+                                        prev[:, 5:], jnp.asarray(batch["is_first"][:, 5:]),
+                                        jax.random.PRNGKey(1))
+    # The deterministic part of step 5 only depends on the reset, not on what came before.
+    np.testing.assert_allclose(states["deter"][:, 5], states2["deter"][:, 0], atol=1e-6)
+    np.testing.assert_allclose(post[:, 5], post2[:, 0], atol=1e-5)
+    assert not np.allclose(states["deter"][:, 4], states2["deter"][:, 0], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_train_runs_and_reports_metrics(setup):
+    agent, state = setup
+    batch = make_batch(agent)
+    new, metrics = agent.train(state, batch, jax.random.PRNGKey(0))
+    new, metrics = agent.train(new, make_batch(agent, seed=5), jax.random.PRNGKey(1))
+    for name in ("loss/dyn", "loss/rep", "loss/dec", "loss/rew", "loss/con", "loss/policy",
+                 "loss/value", "loss/repval", "kl", "retnorm/scale", "entropy", "ret", "grad_norm"):
+        assert name in metrics, name
+    for name, value in metrics.items():
+        assert np.shape(value) == () and np.isfinite(float(value)), name
+    assert int(new["step"]) == 2
+    assert float(metrics["loss/dyn"]) >= 1.0  # free bits
+    assert float(metrics["retnorm/scale"]) >= 1.0
+    changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state["params"], new["params"])
+    assert all(jax.tree.leaves(changed["enc"])) and any(jax.tree.leaves(changed["actor"]))
+    same = jax.tree.map(lambda a, b: a.shape == b.shape and a.dtype == b.dtype, state, new)
+    assert all(jax.tree.leaves(same))
+
+
+def test_policy_params_are_small_and_state_serializes(setup):
+    agent, state = setup
+    count = lambda tree: sum(np.size(x) for x in jax.tree.leaves(tree))  # noqa: E731
+    params = agent.policy_params(state)
+    assert set(params) == {"enc", "rssm", "actor"}
+    assert count(params) < 0.25 * count(state)
+    data = flax.serialization.to_bytes(state)
+    template = agent.init(jax.random.PRNGKey(42))
+    restored = flax.serialization.from_bytes(template, data)
+    jax.tree.map(np.testing.assert_array_equal, restored, state)
+    small = flax.serialization.from_bytes(agent.policy_params(template),
+                                          flax.serialization.to_bytes(params))
+    jax.tree.map(np.testing.assert_array_equal, small, params)
+
+
+def test_report_and_dream_shapes(setup):
+    agent, state = setup
+    batch = make_batch(agent, seed=3)
+    size = agent.obs_space["image"].shape[0]
+    for fn in (agent.report, agent.dream):
+        out = fn(state, batch, observe=5, key=jax.random.PRNGKey(0))
+        assert out["image/truth"].shape == out["image/model"].shape == (B, T, size, size, 3)
+        assert out["image/model"].dtype == jnp.uint8
+        np.testing.assert_array_equal(out["image/truth"], batch["image"])
+        assert out["vector/model"].shape == (B, T, 5)
+        for key in ("reward", "cont"):
+            assert out[f"{key}/truth"].shape == out[f"{key}/model"].shape == (B, T)
+        assert np.all((np.asarray(out["cont/model"]) >= 0) & (np.asarray(out["cont/model"]) <= 1))
+
+
+def test_bad_inputs_fail_clearly():
+    with pytest.raises(UserError, match="compute_dtype"):
+        Agent(CFG.update({"agent.compute_dtype": "float16"}), obs_space(16), gymnasium.spaces.Discrete(2))
+    bad = {**obs_space(16), "image": gymnasium.spaces.Box(0, 1, (16, 16, 3), np.float32)}
+    with pytest.raises(UserError, match="uint8"):
+        Agent(CFG, bad, gymnasium.spaces.Discrete(2))

@@ -1,0 +1,246 @@
+"""viz and eval on a real short run: random Catcher data in a real replay, a few real train steps,
+saved with the real checkpoint and param modules; plus the rendering itself and the bad-input lines."""
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dreamer_live import cli, render
+from dreamer_live.errors import UserError
+
+LENGTH, SEQUENCES, OBSERVE, IMAGE = 16, 3, 4, 32
+TRAIN_STEPS = 300  # the decoder picks up paddle and fruit after ~200 updates
+# A tiny agent on 32x32 Catcher frames plus its state vector, learning fast (no warm-up).
+OVERRIDES = {
+    "env.name": "dreamer_live/Catcher-v0", "env.clock": "lockstep", "env.obs": "both",
+    "env.size": [IMAGE, IMAGE], "batch_size": 4, "batch_length": LENGTH,
+    "agent.rssm.deter": 64, "agent.rssm.hidden": 32, "agent.rssm.stoch": 8,
+    "agent.rssm.classes": 4, "agent.rssm.blocks": 4,
+    "agent.enc.depth": 4, "agent.enc.mults": [2, 3], "agent.enc.minres": 8, "agent.enc.units": 32,
+    "agent.dec.depth": 4, "agent.dec.mults": [2, 3], "agent.dec.minres": 8, "agent.dec.units": 32,
+    "agent.reward_head.units": 32, "agent.reward_head.bins": 31, "agent.cont_head.units": 32,
+    "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
+    "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
+    from dreamer_live.actor import random_action, replay_keys
+
+    logdir = tmp_path_factory.mktemp("viz") / "run"
+    config = cli.logdir_config(logdir, ["debug"], OVERRIDES)
+    cli.setup_jax(config)
+    import jax
+
+    from dreamer_live import sync
+    from dreamer_live.agent import Agent
+    from dreamer_live.checkpoint import Checkpointer
+    from dreamer_live.envs import make_env
+    from dreamer_live.replay import Reader, Writer
+
+    env = make_env(config)
+    rng = np.random.default_rng(0)
+    with Writer.from_config(config, logdir / "replay") as writer:
+        obs = env.reset()
+        for _ in range(640):  # the actor's step format, random actions
+            action = random_action(env.act_space, rng)
+            step = {k: obs[k] for k in replay_keys(env.obs_space)}
+            step.update(action=action, tick_time=np.float64(0), tick_late_ms=np.float32(0))
+            writer.add(step)
+            obs = env.reset() if obs["is_last"] else env.step(action)
+    agent = Agent(config, env.obs_space, env.act_space)
+    env.close()
+    state = agent.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    with Reader.from_config(config, logdir / "replay") as reader:
+        for _ in range(TRAIN_STEPS):
+            batch = {k: v for k, v in reader.sample().items() if k not in ("tick_time", "tick_late_ms")}
+            key, sub = jax.random.split(key)
+            state, _ = agent.train(state, batch, sub)
+    Checkpointer(logdir / "checkpoint").save(state, {"updates": TRAIN_STEPS, "env_steps": 640})
+    sync.Publisher(logdir / "params", sync.model_hash(config)).publish(
+        agent.policy_params(state), TRAIN_STEPS)
+    return logdir
+
+
+def viz(logdir, capsys, *args):
+    from dreamer_live import viz as vizlib
+
+    code = vizlib.main(["--logdir", str(logdir), "--sequences", str(SEQUENCES), "--length",
+                        str(LENGTH), *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def table(text):
+    """{'observed': [errors], 1: [...], ...} from the printed open-loop error table."""
+    lines = text[text.index("open-loop error"):].splitlines()
+    keys = lines[1].split()[1:]
+    rows = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if not parts or not re.fullmatch(r"observed|\d+", parts[0]):
+            break
+        name = parts[0] if parts[0] == "observed" else int(parts[0])
+        rows[name] = dict(zip(keys, map(float, parts[1:])))
+    return rows
+
+
+def error_tiles(png):
+    """Mean error-row pixel of sequence 0 in a viz PNG (0..255), per step from 1 (below the step
+    number; step 0 carries the row label)."""
+    image = np.asarray(Image.open(png).convert("RGB")).astype(np.float32)
+    tile = IMAGE * 2 + 2 * render.BORDER  # 32-pixel frames are drawn at twice their size
+    left = (image.shape[1] - LENGTH * tile) // 2  # the strip is centred above the plots
+    top = 2 * tile  # rows truth, model, error
+    below = render.BORDER + 16
+    return np.array([image[top + below:top + tile - render.BORDER,
+                           left + t * tile + render.BORDER:left + (t + 1) * tile - render.BORDER].mean()
+                     for t in range(1, LENGTH)])
+
+
+@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+def test_viz_gif_has_one_frame_per_step_of_the_specified_size(run_dir, capsys, tmp_path):
+    out = tmp_path / "rollout.gif"
+    text = viz(run_dir, capsys, "--observe", str(OBSERVE), "--out", str(out))
+    assert f"wrote {out}" in text and f"checkpoint at {TRAIN_STEPS} updates" in text
+    assert sorted(k for k in table(text) if k != "observed") == list(range(1, LENGTH - OBSERVE + 1))
+    grid = (SEQUENCES * (IMAGE * 2 + 2 * render.BORDER), 3 * (IMAGE * 2 + 2 * render.BORDER))
+    panels = 4 + 2 + 1  # Catcher's 4 state dimensions, reward, continue, error by horizon
+    panel = (render.PANEL_COLUMNS * render.PANEL_SIZE[0],
+             -(-panels // render.PANEL_COLUMNS) * render.PANEL_SIZE[1])
+    with Image.open(out) as gif:
+        assert gif.n_frames == LENGTH
+        assert gif.size == (max(grid[0], panel[0]), grid[1] + panel[1])
+        corner = ((gif.size[0] - grid[0]) // 2 + 1, 1)  # the first tile's border
+        colors = []
+        for t in (0, OBSERVE - 1, OBSERVE, LENGTH - 1):
+            gif.seek(t)
+            colors.append(np.array(gif.convert("RGB").getpixel(corner)))
+    for color, want in zip(colors, [render.OBSERVED] * 2 + [render.IMAGINED] * 2):
+        assert np.abs(color - want).max() < 40, (color, want)
+
+
+@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+def test_error_small_when_observed_and_growing_when_imagined(run_dir, capsys, tmp_path):
+    text = viz(run_dir, capsys, "--observe", str(LENGTH), "--out", str(tmp_path / "all.png"))
+    observed = table(text)
+    assert list(observed) == ["observed"]  # nothing imagined
+    all_tiles = error_tiles(tmp_path / "all.png")
+    text = viz(run_dir, capsys, "--observe", str(OBSERVE), "--out", str(tmp_path / "part.png"))
+    rows = table(text)
+    part_tiles = error_tiles(tmp_path / "part.png")
+    late = range(LENGTH - OBSERVE - 3, LENGTH - OBSERVE + 1)  # the last 4 horizons
+    far = np.mean([rows[h]["image"] for h in late])
+    # observing every step, the model reconstructs: small error everywhere
+    assert observed["observed"]["image"] < 0.01 and all_tiles.max() < 0.03 * 255, observed
+    # imagining, the error grows with the horizon, beyond the observed level
+    assert far > 1.5 * observed["observed"]["image"], (rows, observed)
+    assert far > 1.2 * np.mean([rows[h]["image"] for h in (1, 2)]), rows
+    assert part_tiles[-4:].mean() > 1.5 * all_tiles[-4:].mean(), (part_tiles, all_tiles)
+    assert (tmp_path / "part.png").stat().st_size > 0
+
+
+@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+def test_eval_writes_best_and_worst_videos(run_dir, capsys):
+    from dreamer_live import eval as evallib
+
+    code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert f"params version 1 ({TRAIN_STEPS} updates)" in out.out
+    assert re.search(r"return -?\d+\.\d\d \+- \d+\.\d\d over 2 episodes", out.out), out.out
+    lengths = [int(n) for n in re.findall(r"episode \d/2: return \S+, length (\d+)", out.out)]
+    assert len(lengths) == 2
+    for name in ("best", "worst"):
+        path = run_dir / "videos" / f"eval_{name}_{TRAIN_STEPS:08d}.gif"
+        with Image.open(path) as gif:
+            assert gif.size == (IMAGE * 4, IMAGE * 4)
+            assert gif.n_frames in [n + 1 for n in lengths]  # the reset frame, then one per step
+
+
+@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+def test_viz_names_the_only_checkpoint_kept(run_dir, capsys):
+    from dreamer_live import viz as vizlib
+
+    assert vizlib.main(["--logdir", str(run_dir), "--checkpoint", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"viz: error: only the latest checkpoint is kept: {run_dir}/checkpoint/"
+                   f"state.msgpack is at {TRAIN_STEPS} updates, not 7; use --checkpoint latest"]
+
+
+def test_render_frames_borders_and_vector_only_reports():
+    rng = np.random.default_rng(0)
+    b, t, k = 2, 6, 2
+    truth = rng.integers(0, 255, (b, t, 8, 8, 1), dtype=np.uint8)
+    out = {"image/truth": truth, "image/model": truth.copy(),
+           "vector/truth": rng.normal(size=(b, t, 3)), "vector/model": rng.normal(size=(b, t, 3)),
+           "reward/truth": np.zeros((b, t)), "reward/model": np.zeros((b, t)),
+           "cont/truth": np.ones((b, t)), "cont/model": np.ones((b, t))}
+    out["image/model"][:, k:] = 0  # imagined frames all black: error = truth there
+    errors = render.open_loop_error(out, k)
+    assert np.all(errors["image"][:k] == 0) and np.all(errors["image"][k:] > 0.3)
+    assert np.all(errors["reward"] == 0)
+    frames = render.video_frames(out, k, scale=3)
+    assert len(frames) == t and len({f.shape for f in frames}) == 1
+    tile = render.tile(truth[0, 0, ..., 0].repeat(3).reshape(8, 8, 3), 0, True, 3)
+    assert tile.shape == (8 * 3 + 2 * render.BORDER,) * 2 + (3,)
+    assert tuple(tile[0, 0]) == render.OBSERVED
+    # the step number is drawn: the same image at another step differs only in the label
+    assert np.any(render.tile(tile[:1, :1].repeat(8, 0).repeat(8, 1), 7, True, 3)
+                  != render.tile(tile[:1, :1].repeat(8, 0).repeat(8, 1), 3, True, 3))
+    vector_only = {k_: v for k_, v in out.items() if not k_.startswith("image")}
+    frames = render.video_frames(vector_only, k)
+    assert len(frames) == t and not np.array_equal(frames[0], frames[-1])  # the cursor moves
+    text = render.error_table(render.open_loop_error(vector_only, k), k)
+    assert "observed" in text and text.count("\n") == 2 + t - k
+
+
+def test_mp4_needs_ffmpeg_or_says_so(tmp_path):
+    frames = [np.full((10, 15, 3), v, np.uint8) for v in (0, 120, 250)]
+    path = tmp_path / "clip.mp4"
+    if importlib.util.find_spec("imageio_ffmpeg") is None:
+        with pytest.raises(UserError, match=r"pip install imageio-ffmpeg.*\.gif"):
+            render.write_frames(frames, path)
+    else:
+        render.write_frames(frames, path)
+        import imageio.v3 as iio
+
+        assert len(list(iio.imiter(path))) == 3
+    assert not list(tmp_path.glob(".*tmp*"))  # no temporary left behind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, message", [
+    ("no_checkpoint", "no checkpoint yet in"),
+    ("empty_replay", "is empty"),
+    ("bad_checkpoint", "is unreadable"),
+    ("eval_no_checkpoint", "no checkpoint yet in"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_dir, tmp_path, case, message):
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    shutil.copy(run_dir / "config.yaml", logdir / "config.yaml")
+    if case in ("empty_replay", "bad_checkpoint"):
+        shutil.copytree(run_dir / "checkpoint", logdir / "checkpoint")
+        (logdir / "replay").mkdir()
+    if case == "bad_checkpoint":
+        shutil.rmtree(logdir / "replay")
+        shutil.copytree(run_dir / "replay", logdir / "replay")
+        state = logdir / "checkpoint" / "state.msgpack"
+        state.write_bytes(state.read_bytes()[:1000])  # truncated by a crash mid-copy
+    command = "eval" if case.startswith("eval") else "viz"
+    proc = subprocess.run([sys.executable, "-m", f"dreamer_live.{command}", "--logdir", str(logdir)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
