@@ -12,9 +12,10 @@ Runs, one after the other (never side by side: they would share the CPU):
 Both play the same game with the same agent config, policy code, replay store and train step, for the
 same game time. Prints per run: episodes, mean return of the first and last quarter of the time, game
 overs that came right after a pause in input (the game ended while nobody was playing: "cut short"),
-fruit missed right after a pause, the fraction of game time with the keys released (no action for the
-game's release_after), updates done. Writes OUT/realtime_learning.png (return against wall-clock time,
-and the share of each minute with no input) and OUT/realtime_learning.json.
+a lower bound on the lives lost in pauses (net negative reward of the first tick after each pause),
+the fraction of game time with the keys released (no action for the game's release_after), updates.
+Writes OUT/realtime_learning.png (return against wall-clock time, and the share of each minute with no
+input) and OUT/realtime_learning.json.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def analyse(name: str, logdir: pathlib.Path, hz: float) -> dict:
     gaps = np.diff(ticks["tick_time"])
     released = np.clip(gaps - cadence.release_after(), 0, None)
     minute = ((ticks["tick_time"][1:] - t0) // 60).astype(int)
-    per_minute = [float(released[minute == m].sum() / max(1.0, min(60.0, total - 60.0 * m)))
-                  for m in range(int(total // 60) + 1)]
+    bins = int(total // 60) + (total % 60 >= 10)  # a last partial minute only if it has >= 10 s
+    per_minute = [float(released[minute == m].sum() / min(60.0, total - 60.0 * m)) for m in range(bins)]
     return {"name": name, "seconds": total, "steps": stats["ticks"], "updates": int(updates),
             "episodes": len(episodes), "game_overs": int(terminal.sum()),
             "time_capped": int((is_last & ~terminal).sum()),
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"realtime_learning: {name} done, load {cadence.load_avg()}", flush=True)
     results = [analyse(name, args.out / name, hz) for name in args.runs if (args.out / name).is_dir()]
     head = ("| run | game s | steps | updates | episodes | game overs | time-capped | cut short (game over "
-            "after a pause) | fruit missed after a pause | keys released % | longest gap s | return "
+            "after a pause) | lives lost in pauses (at least) | keys released % | longest gap s | return "
             "first quarter | return last quarter |")
     print("\n" + head + "\n|" + "---|" * (head.count("|") - 1))
     for r in results:

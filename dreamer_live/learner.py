@@ -189,6 +189,9 @@ class Learner:
                     batch = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
                     key, sub = jax.random.split(key)
                     state, metrics = agent.train(state, batch, sub)
+                    # Fetching the metrics waits for the update: counts finished updates, not queued
+                    # ones, and keeps JAX's async dispatch from piling up work (batches are prefetched).
+                    metrics = jax.device_get(metrics)
                     self.updates += 1
                     window["updates"] += 1
                     window["metrics"].append(metrics)

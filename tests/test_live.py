@@ -48,12 +48,22 @@ def write_profile(folder: pathlib.Path, export: pathlib.Path | None = None, **ch
 def live_config(display, profile: pathlib.Path, **overrides):
     """The catcher_live preset on this display with this profile."""
     return configlib.resolve(["catcher_live"], {"env.profile": str(profile), "env.live.display": display.name,
-                                                "env.live.wait_s": 20.0, **overrides})
+                                                "env.live.wait_s": 60.0, **overrides})
 
 
 def make(display, profile, **overrides):
     from dreamer_live.envs import make_env
     return make_env(live_config(display, profile, **overrides))
+
+
+def eventually(predicate, timeout: float = 10.0) -> bool:
+    """Poll `predicate` until it holds or `timeout` s pass (a loaded machine starts children slowly)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def hold(env, action, seconds: float, hz: float = 20.0) -> list[dict]:
@@ -239,8 +249,7 @@ def test_focus_loss_pause_and_stop_release_keys(xvfb, tmp_path):
         proc = start_child(xvfb, profile)
         try:
             lines = wait_for_line(proc, "holding")
-            time.sleep(0.3)
-            assert key_down(conn, "Right")
+            assert eventually(lambda: key_down(conn, "Right"))
             fake_key(conn, "F10", True)
             time.sleep(0.3)
             fake_key(conn, "F10", False)

@@ -160,6 +160,7 @@ class Encoder(nn.Module):
     units: int = 256
     symlog: bool = True
     minres: int = 4
+    outer_patch: bool = False
     norm: str = "rms"
     act: str = "silu"
     dtype: Any = f32
@@ -178,6 +179,13 @@ class Encoder(nn.Module):
             act = activation(self.act)
             stages = cnn_stages(x.shape[1:3], self.minres)
             for i, depth in enumerate(cnn_depths(self.depth, self.mults, stages)):
+                if i == 0 and self.outer_patch:
+                    # Full resolution: a linear map of each 2x2 patch (space-to-depth + dense),
+                    # which costs a fraction of a kxk conv and its weight gradient on CPU.
+                    x = nn.Dense(depth, dtype=self.dtype, param_dtype=f32, kernel_init=weight_init(),
+                                 name=f"conv{i}")(space_to_depth(x, 2))
+                    x = act(Norm(self.norm, name=f"conv{i}norm")(x))
+                    continue
                 conv = nn.Conv(depth, (self.kernel, self.kernel), strides=2 if self.strided else 1,
                                padding="SAME", dtype=self.dtype, param_dtype=f32,
                                kernel_init=weight_init(), name=f"conv{i}")
@@ -187,6 +195,13 @@ class Encoder(nn.Module):
                 x = act(Norm(self.norm, name=f"conv{i}norm")(x))
             outs.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(outs, -1)
+
+
+def space_to_depth(x, factor: int = 2):
+    """[N, H, W, C] -> [N, H / f, W / f, C * f * f]."""
+    n, h, w, c = x.shape
+    x = x.reshape(n, h // factor, factor, w // factor, factor, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(n, h // factor, w // factor, factor * factor * c)
 
 
 def depth_to_space(x, factor: int = 2):
@@ -234,6 +249,7 @@ class Decoder(nn.Module):
     units: int = 256
     sigmoid: bool = True
     minres: int = 4
+    outer_patch: bool = False
     norm: str = "rms"
     act: str = "silu"
     dtype: Any = f32
@@ -260,7 +276,11 @@ class Decoder(nn.Module):
             for i in reversed(range(stages - 1)):
                 x = Upsample(depths[i], self.kernel, self.strided, self.dtype, name=f"up{i}")(x)
                 x = act(Norm(self.norm, name=f"up{i}norm")(x))
-            if stages:
+            if stages and self.outer_patch:  # each low-res pixel predicts its 2x2 output patch
+                x = nn.Dense(4 * sum(channels), dtype=self.dtype, param_dtype=f32,
+                             kernel_init=weight_init(), name="upout")(x)
+                x = depth_to_space(x, 2)
+            elif stages:
                 x = Upsample(sum(channels), self.kernel, self.strided, self.dtype, name="upout")(x)
             else:
                 x = nn.Dense(sum(channels), dtype=self.dtype, param_dtype=f32, name="upout")(x)

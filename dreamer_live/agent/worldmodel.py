@@ -38,14 +38,14 @@ class WorldModel:
         common = dict(norm=cfg.norm, act=cfg.act, dtype=dtype)
         e, d, r = cfg.enc, cfg.dec, cfg.rssm
         self.enc = Encoder(self.image_keys, self.vector_keys, e.depth, tuple(e.mults), e.kernel,
-                           e.strided, e.layers, e.units, e.symlog, e.minres, **common)
+                           e.strided, e.layers, e.units, e.symlog, e.minres, e.outer_patch, **common)
         self.rssm = rssmlib.RSSM(r.deter, r.hidden, r.stoch, r.classes, r.blocks, r.unimix,
                                  r.imglayers, r.obslayers, r.dynlayers, r.absolute, **common)
         shapes = {k: tuple(obs_space[k].shape) for k in self.image_keys + self.vector_keys}
         self.dec = Decoder(tuple((k, shapes[k]) for k in self.image_keys),
                            tuple((k, shapes[k]) for k in self.vector_keys),
                            d.depth, tuple(d.mults), d.kernel, d.strided, d.layers, d.units,
-                           d.sigmoid, d.minres, **common)
+                           d.sigmoid, d.minres, d.outer_patch, **common)
         h = cfg.reward_head
         self.rew = Head(h.layers, h.units, h.bins, h.outscale, **common)
         h = cfg.cont_head
