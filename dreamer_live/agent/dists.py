@@ -36,19 +36,24 @@ def symexp_bins(num: int = 255, low: float = -20.0, high: float = 20.0):
     return jnp.concatenate([half, -half[:-1][::-1]], 0)
 
 
-def twohot_encode(x, bins):
-    """Target distribution putting weight on the two bins around x, linearly interpolated."""
-    x = x.astype(f32)[..., None]
+def _twohot(x, bins):
+    """Indices of the bins below / above x and their interpolation weights."""
+    x = x.astype(f32)
     n = bins.shape[-1]
-    below = jnp.clip((bins <= x).astype(jnp.int32).sum(-1) - 1, 0, n - 1)
-    above = jnp.clip(n - (bins > x).astype(jnp.int32).sum(-1), 0, n - 1)
-    x = x[..., 0]
+    below = jnp.clip(jnp.searchsorted(bins, x, side="right", method="scan_unrolled") - 1, 0, n - 1)
+    above = jnp.clip(below + (bins[below] < x), 0, n - 1)
     equal = below == above
     dist_below = jnp.where(equal, 1.0, jnp.abs(bins[below] - x))
     dist_above = jnp.where(equal, 1.0, jnp.abs(bins[above] - x))
     total = dist_below + dist_above
-    return (jax.nn.one_hot(below, n) * (dist_above / total)[..., None]
-            + jax.nn.one_hot(above, n) * (dist_below / total)[..., None])
+    return below, above, dist_above / total, dist_below / total
+
+
+def twohot_encode(x, bins):
+    """Target distribution putting weight on the two bins around x, linearly interpolated."""
+    below, above, w_below, w_above = _twohot(x, bins)
+    n = bins.shape[-1]
+    return jax.nn.one_hot(below, n) * w_below[..., None] + jax.nn.one_hot(above, n) * w_above[..., None]
 
 
 def twohot_pred(logits, bins):
@@ -62,8 +67,10 @@ def twohot_pred(logits, bins):
 
 def twohot_loss(logits, bins, target):
     """Cross-entropy between softmax(logits) and the two-hot encoding of `target` (no gradient)."""
-    target = sg(twohot_encode(target, bins))
-    return -(target * jax.nn.log_softmax(logits.astype(f32), -1)).sum(-1)
+    below, above, w_below, w_above = jax.tree.map(sg, _twohot(target, bins))
+    logp = jax.nn.log_softmax(logits.astype(f32), -1)
+    pick = lambda i: jnp.take_along_axis(logp, i[..., None], -1)[..., 0]  # noqa: E731
+    return -(w_below * pick(below) + w_above * pick(above))
 
 
 # ----------------------------------------------------------------------------------------------

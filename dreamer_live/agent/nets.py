@@ -80,22 +80,37 @@ class Dense(nn.Module):
 
 
 class BlockLinear(nn.Module):
-    """Block-diagonal linear layer: `blocks` independent groups, input and output split evenly."""
+    """Block-diagonal linear layer: `blocks` independent groups, input and output split evenly.
+
+    An optional `shared` input [..., S] is seen by every block (as if concatenated to each group's
+    input); it is applied as one dense matmul instead of being copied `blocks` times.
+    Kernel [blocks, in/blocks + S, units/blocks].
+    """
 
     units: int
     blocks: int
     dtype: Any = f32
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, shared=None, group_major: bool = False):
+        """[..., in] -> [..., units], or [blocks, N, units / blocks] when group_major."""
         g = self.blocks
-        din = x.shape[-1]
+        lead, din = x.shape[:-1], x.shape[-1]
+        extra = 0 if shared is None else shared.shape[-1]
         assert din % g == 0 and self.units % g == 0, (din, self.units, g)
-        kernel = self.param("kernel", weight_init(batch_axis=(0,)), (g, din // g, self.units // g), f32)
+        kernel = self.param("kernel", weight_init(batch_axis=(0,)),
+                            (g, din // g + extra, self.units // g), f32).astype(self.dtype)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.units,), f32)
-        x = x.astype(self.dtype).reshape(*x.shape[:-1], g, din // g)
-        y = jnp.einsum("...gi,gio->...go", x, kernel.astype(self.dtype))
-        return y.reshape(*y.shape[:-2], self.units) + bias.astype(self.dtype)
+        # Group-major layout keeps XLA's batched dot free of strided transposes.
+        xg = x.astype(self.dtype).reshape(-1, g, din // g).transpose(1, 0, 2)
+        y = jnp.einsum("gni,gio->gno", xg, kernel[:, :din // g])
+        y = y + bias.astype(self.dtype).reshape(g, 1, -1)
+        if shared is not None:
+            dense = kernel[:, din // g:]  # [g, S, out]
+            y = y + jnp.einsum("ns,gso->gno", shared.astype(self.dtype).reshape(-1, extra), dense)
+        if group_major:
+            return y
+        return y.transpose(1, 0, 2).reshape(*lead, self.units)
 
 
 class MLP(nn.Module):

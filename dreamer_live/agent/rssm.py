@@ -52,22 +52,28 @@ class RSSM(nn.Module):
         self.imglogit = logit()
 
     def core(self, deter, stoch, action):
-        """One block-GRU step of the deterministic state."""
+        """One block-GRU step of the deterministic state.
+
+        Each block sees its own slice of deter plus the shared embeddings of deter, stoch and action.
+        """
         g = self.blocks
         stoch = stoch.reshape(*stoch.shape[:-2], -1)
         action = action / sg(jnp.maximum(1.0, jnp.abs(action)))
-        x = jnp.concatenate([self.dynin[0](deter), self.dynin[1](stoch), self.dynin[2](action)], -1)
-        x = jnp.broadcast_to(x[..., None, :], (*x.shape[:-1], g, x.shape[-1]))
-        groups = deter.astype(self.dtype).reshape(*deter.shape[:-1], g, -1)
-        x = jnp.concatenate([groups, x.astype(self.dtype)], -1).reshape(*deter.shape[:-1], -1)
-        for layer, norm in zip(self.dynhid, self.dynhidnorm):
-            x = activation(self.act)(norm(layer(x)))
-        x = self.dyngru(x).astype(f32).reshape(*deter.shape[:-1], g, -1)
-        reset, cand, update = [y.reshape(*deter.shape[:-1], -1) for y in jnp.split(x, 3, -1)]
+        shared = jnp.concatenate(
+            [self.dynin[0](deter), self.dynin[1](stoch), self.dynin[2](action)], -1)
+        x = deter
+        for i, (layer, norm) in enumerate(zip(self.dynhid, self.dynhidnorm)):
+            x = activation(self.act)(norm(layer(x, shared if i == 0 else None)))
+        # Gates stay in the block-major layout [g, N, 3 * D / g]; deter is brought to it instead.
+        x = self.dyngru(x, None if self.dynhid else shared, group_major=True).astype(f32)
+        reset, cand, update = jnp.split(x, 3, -1)
         reset = jax.nn.sigmoid(reset)
         cand = jnp.tanh(reset * cand)
         update = jax.nn.sigmoid(update - 1.0)
-        return update * cand + (1 - update) * deter
+        lead = deter.shape[:-1]
+        old = deter.reshape(-1, g, deter.shape[-1] // g).transpose(1, 0, 2)
+        new = update * cand + (1 - update) * old
+        return new.transpose(1, 0, 2).reshape(*lead, deter.shape[-1])
 
     def posterior(self, deter, token):
         """Log-probabilities [.., S, C] of the posterior given the new deter and the obs token."""
