@@ -4,6 +4,8 @@ Compares against a large float32 matmul on this machine (the achievable GFLOP/s)
 official DreamerV3 reference (size1m, batch 16 x 64, 64x64x3 images, float32, 2-core CPU: ~18 s/update).
 
     python bench/learner_throughput.py --presets size1m size12m --batch 16 --length 64 --image 64
+
+Random batches, no files: everything is printed to stdout.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
+
+from dreamer_live import cli
 
 REFERENCE_S_PER_UPDATE = 18.0  # official DreamerV3, size1m, 16 x 64, 64x64x3, float32, 2-core CPU
 
@@ -28,7 +32,12 @@ def parse(argv=None):
     p.add_argument("--no-flops", action="store_true",
                    help="skip the FLOP count (it compiles a second, loop-unrolled program)")
     p.add_argument("--configs", nargs="*", default=[], help="extra presets merged after the size")
-    return p.parse_args(argv)
+    p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.outer_patch true."
+    args, rest = p.parse_known_args(argv)
+    from dreamer_live import config
+
+    args.overrides = config.parse_overrides(rest)
+    return args
 
 
 def count_flops(compiled) -> float:
@@ -65,7 +74,8 @@ def make_batch(agent, batch, length, seed=0):
                 out[key] = rng.integers(0, 256, (batch, length, *space.shape), dtype=np.uint8)
             else:
                 out[key] = rng.normal(size=(batch, length, *space.shape)).astype(np.float32)
-    out["action"] = np.eye(agent.act_dim, dtype=np.float32)[rng.integers(0, agent.act_dim, (batch, length))]
+    index = rng.integers(0, agent.act_dim, (batch, length))
+    out["action"] = np.eye(agent.act_dim, dtype=np.float32)[index]
     out["reward"] = rng.normal(size=(batch, length)).astype(np.float32)
     out["is_first"] = np.zeros((batch, length), bool)
     out["is_first"][:, 0] = True
@@ -74,19 +84,24 @@ def make_batch(agent, batch, length, seed=0):
     return out
 
 
-def measure(preset, args, peak):
+def resolve(preset, args):
+    """The config for one preset: the size preset, extra presets, then overrides and batch shape."""
+    from dreamer_live import config
+
+    overrides = {**args.overrides, "batch_size": args.batch, "batch_length": args.length}
+    if args.dtype:
+        overrides["agent.compute_dtype"] = args.dtype
+    return config.resolve([preset, *args.configs], overrides)
+
+
+def measure(preset, cfg, args, peak):
     import gymnasium
     import jax
     import numpy as np
 
-    from dreamer_live import config
     from dreamer_live.agent import Agent
     from dreamer_live.envs.base import step_spaces
 
-    overrides = {"batch_size": args.batch, "batch_length": args.length}
-    if args.dtype:
-        overrides["agent.compute_dtype"] = args.dtype
-    cfg = config.resolve([preset, *args.configs], overrides)
     obs_space = dict(step_spaces())
     if args.image:
         obs_space["image"] = gymnasium.spaces.Box(0, 255, (args.image, args.image, 3), np.uint8)
@@ -115,16 +130,19 @@ def measure(preset, args, peak):
     steps = args.batch * args.length / seconds
     gflops = flops / seconds / 1e9
     params = sum(np.size(x) for x in jax.tree.leaves(state["params"]))
-    print(f"{preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} "
+    extra = " ".join(f"{k}={v}" for k, v in args.overrides.items())
+    print(f"{preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} {extra} "
           f"params {params / 1e6:6.2f}M  compile {compile_s:6.1f}s  {seconds:7.3f} s/update  "
           f"{1 / seconds:7.3f} updates/s  {steps:8.0f} replayed steps/s  "
-          f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  "
-          f"({gflops / peak:.1%} of matmul)", flush=True)
+          + (f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  ({gflops / peak:.1%} of matmul)"
+             if flops else "FLOPs not counted (--no-flops)"), flush=True)
     return seconds
 
 
+@cli.main
 def main(argv=None):
     args = parse(argv)
+    configs = {preset: resolve(preset, args) for preset in args.presets}  # bad keys fail here
     import jax
 
     print(f"backend {jax.default_backend()}  devices {jax.devices()}  cpus {os.cpu_count()}  "
@@ -132,11 +150,12 @@ def main(argv=None):
     peak = matmul_gflops()
     print(f"float32 2048x2048 matmul: {peak:.1f} GFLOP/s", flush=True)
     for preset in args.presets:
-        seconds = measure(preset, args, peak)
+        seconds = measure(preset, configs[preset], args, peak)
         if preset == "size1m" and (args.batch, args.length, args.image) == (16, 64, 64):
-            print(f"  vs official DreamerV3 size1m on a 2-core CPU (~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
+            print(f"  vs official DreamerV3 size1m on a 2-core CPU "
+                  f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
                   f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

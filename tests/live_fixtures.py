@@ -29,7 +29,9 @@ class Display:
 
     def env(self, **extra) -> dict[str, str]:
         """Environment for a child process drawing on this display."""
-        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+        # Not SDL_VIDEODRIVER: tests earlier in this process may have set it to "dummy" (headless
+        # games), and a child drawing on this display must open a real X window.
+        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "SDL_VIDEODRIVER")}
         env.update(DISPLAY=self.name, SDL_AUDIODRIVER="dummy", PYGAME_HIDE_SUPPORT_PROMPT="1", **extra)
         return env
 

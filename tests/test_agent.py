@@ -164,7 +164,22 @@ def test_report_and_dream_shapes(setup):
 
 def test_bad_inputs_fail_clearly():
     with pytest.raises(UserError, match="compute_dtype"):
-        Agent(CFG.update({"agent.compute_dtype": "float16"}), obs_space(16), gymnasium.spaces.Discrete(2))
+        Agent(CFG.update({"agent.compute_dtype": "float16"}), obs_space(16),
+              gymnasium.spaces.Discrete(2))
     bad = {**obs_space(16), "image": gymnasium.spaces.Box(0, 1, (16, 16, 3), np.float32)}
     with pytest.raises(UserError, match="uint8"):
         Agent(CFG, bad, gymnasium.spaces.Discrete(2))
+
+
+def test_bfloat16_compute_keeps_float32_params():
+    agent = Agent(CFG.update({"agent.compute_dtype": "bfloat16"}), obs_space(16),
+                  gymnasium.spaces.Discrete(3))
+    state = agent.init(jax.random.PRNGKey(0))
+    assert {str(x.dtype) for x in jax.tree.leaves(state["params"])} == {"float32"}
+    batch = make_batch(agent, seed=4)
+    carry, action, _ = agent.policy(agent.policy_params(state), agent.initial_carry(B),
+                                    step_obs(batch, 0, True), jax.random.PRNGKey(0), "train")
+    assert carry["deter"].dtype == jnp.float32 and action.dtype == jnp.float32
+    out = agent.report(state, batch, observe=4)
+    assert np.all(np.isfinite(np.asarray(out["vector/model"])))
+    assert np.all(np.isfinite(np.asarray(out["reward/model"])))

@@ -42,7 +42,8 @@ def _check_spaces(obs_space, act_space):
 class Agent:
     """DreamerV3 (Hafner et al. 2025) as pure jitted functions of an explicit state.
 
-    state = {params, slow_critic, opt, retnorm, step}; params = {enc, rssm, dec, rew, con, actor, critic}.
+    state = {params, slow_critic, opt, retnorm, step};
+    params = {enc, rssm, dec, rew, con, actor, critic}.
     """
 
     def __init__(self, config, obs_space, act_space):

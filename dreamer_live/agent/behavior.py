@@ -169,7 +169,7 @@ class ActorCritic:
         return losses, retnorm, ret, metrics
 
     def repl_loss(self, critic_params, slow_critic, feat, batch, boot):
-        """Replay value loss [B, T-1]: lambda-returns over real rewards, bootstrapped with `boot` [B, T]."""
+        """Replay value loss [B, T-1]: lambda-returns of the real rewards, bootstrapped with `boot`."""
         cfg = self.cfg
         val, val_logits = self.value(critic_params, feat)
         slowval = sg(self.value(slow_critic, feat)[0])

@@ -21,7 +21,7 @@ sg = jax.lax.stop_gradient
 
 
 class RSSM(nn.Module):
-    """DreamerV3 RSSM: prior p(z_t | h_t), posterior q(z_t | h_t, x_t), h_t = GRU(h_t-1, z_t-1, a_t-1)."""
+    """DreamerV3 RSSM: prior p(z_t | h_t), posterior q(z_t | h_t, x_t), h_t = GRU(h, z, a)_t-1."""
 
     deter: int = 512
     hidden: int = 64
@@ -39,9 +39,14 @@ class RSSM(nn.Module):
 
     def setup(self):
         assert self.deter % self.blocks == 0, (self.deter, self.blocks)
-        dense = lambda: Dense(self.hidden, self.norm, self.act, self.dtype)  # noqa: E731
-        logit = lambda: nn.Dense(self.stoch * self.classes, dtype=self.dtype, param_dtype=f32,  # noqa: E731
-                                 kernel_init=weight_init())
+
+        def dense():
+            return Dense(self.hidden, self.norm, self.act, self.dtype)
+
+        def logit():
+            return nn.Dense(self.stoch * self.classes, dtype=self.dtype, param_dtype=f32,
+                            kernel_init=weight_init())
+
         self.dynin = [dense() for _ in range(3)]  # from deter, stoch, action
         self.dynhid = [BlockLinear(self.deter, self.blocks, self.dtype) for _ in range(self.dynlayers)]
         self.dynhidnorm = [Norm(self.norm) for _ in range(self.dynlayers)]

@@ -1,4 +1,4 @@
-"""World model: encoder, RSSM, decoder, reward and continue heads, their losses and open-loop rollouts."""
+"""World model: encoder, RSSM, decoder, reward and continue heads, losses and open-loop rollouts."""
 
 from __future__ import annotations
 

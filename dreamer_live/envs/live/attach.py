@@ -47,6 +47,8 @@ class Launcher:
         p = self.profile
         command = [p.expand(a) for a in p.launch]
         env = dict(os.environ)
+        if env.get("SDL_VIDEODRIVER") == "dummy":  # set for headless games here; the game needs a window
+            del env["SDL_VIDEODRIVER"]
         if self.display:
             env["DISPLAY"] = self.display
         print(f"live: starting the game: {' '.join(command)}", flush=True)
