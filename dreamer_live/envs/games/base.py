@@ -76,14 +76,14 @@ class Game(abc.ABC):
         """PLE's getGameState fields as a float32 vector in `state_names` order."""
 
 
-def check_size(name: str, width, height) -> tuple[int, int]:
-    """Validate a game's width/height options; UserError on nonsense."""
+def check_size(name: str, width, height, limit: int = 4096) -> tuple[int, int]:
+    """Validate a game's width/height options (16..limit pixels); UserError on nonsense."""
     try:
         width, height = int(width), int(height)
     except (TypeError, ValueError):
         raise UserError(f"{name}: width and height must be integers, not {width!r} {height!r}") from None
-    if not (16 <= width <= 4096 and 16 <= height <= 4096):
-        raise UserError(f"{name}: width and height must be in [16, 4096], not {width}x{height}")
+    if not (16 <= width <= limit and 16 <= height <= limit):
+        raise UserError(f"{name}: width and height must be in [16, {limit}], not {width}x{height}")
     return width, height
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer_live.errors import UserError
+from dreamer_live.envs.games import base
+
 
 # Unit vectors for the key names the thruster games use (screen y grows downwards).
 KEY_DIRECTIONS = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, -1.0), "down": (0.0, 1.0)}
@@ -44,11 +45,5 @@ def boxes_overlap(center_a, size_a, center_b, size_b) -> np.ndarray:
 
 
 def check_size(name: str, width, height) -> tuple[int, int]:
-    """Validate a game's width/height options; a bad one is a UserError."""
-    try:
-        width, height = int(width), int(height)
-    except (TypeError, ValueError):
-        raise UserError(f"{name}: width and height must be integers, not {width!r}, {height!r}") from None
-    if not (16 <= width <= 2000 and 16 <= height <= 2000):
-        raise UserError(f"{name}: width and height must be in [16, 2000], not {width}x{height}")
-    return width, height
+    """Validate a game's width/height options (16..2000 pixels); a bad one is a UserError."""
+    return base.check_size(name, width, height, limit=2000)
