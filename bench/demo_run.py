@@ -6,7 +6,9 @@
 Prints the actor's tick rate and lateness, the learner's updates/s and train ratio, and the episode
 return over time: the mean of the first 10 episodes against the last 10 (a ratio is meaningless for
 returns that cross zero, so the difference is printed), and the first time the 10-episode moving
-average rose by RISE above the first 10 episodes' mean ("visibly rising").
+average rose by RISE above the first 10 episodes' mean ("visibly rising"). For Catcher it also plays the
+same episodes (same tick rate and time cap, lockstep) with scripted players, for scale: uniformly random
+keys, always left, and a greedy player that steers the paddle under the fruit.
 """
 
 from __future__ import annotations
@@ -63,6 +65,37 @@ def summarize(logdir: pathlib.Path) -> dict:
     return out
 
 
+def scripted_returns(logdir: pathlib.Path, episodes: int = 30) -> dict:
+    """Mean episode return of scripted Catcher players under the run's config (empty for other games)."""
+    from dreamer_live import config as configlib
+    from dreamer_live.envs import lockstep_twin, make_env
+
+    config = configlib.defaults().update(configlib.read_yaml(logdir / "config.yaml") or {})
+    if (config.env.name, config.env.clock, config.env.obs) != ("dreamer_live/Catcher-v0", "realtime", "vector"):
+        return {}
+    env = make_env(lockstep_twin(config))
+    rng = np.random.default_rng(0)
+
+    def greedy(state):  # [paddle x, paddle velocity, fruit x, fruit y]: aim ahead of the paddle's drift
+        gap = state[2] - (state[0] + state[1] * 0.1)
+        return 0 if abs(gap) < 0.05 else (2 if gap > 0 else 1)
+
+    players = {"random": lambda state: rng.integers(3), "always left": lambda state: 1, "greedy": greedy}
+    out = {}
+    for name, player in players.items():
+        returns = []
+        for _ in range(episodes):
+            obs, total = env.reset(), 0.0
+            while not obs["is_last"]:
+                env.act(np.eye(3, dtype=np.float32)[player(obs["vector"])])
+                obs = env.observe()
+                total += float(obs["reward"])
+            returns.append(total)
+        out[f"scripted {name}"] = float(np.mean(returns))
+    env.close()
+    return out
+
+
 def report(figures: dict) -> None:
     """Print the figures, one per line."""
     for key, value in figures.items():
@@ -83,7 +116,7 @@ def main() -> int:
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
     args = p.parse_args()
     if args.summarize:
-        report(summarize(args.summarize))
+        report({**summarize(args.summarize), **scripted_returns(args.summarize)})
         return 0
     logdir = args.logdir or REPO / "logdir" / f"bench-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
@@ -96,7 +129,7 @@ def main() -> int:
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=180)
-    report(summarize(logdir))
+    report({**summarize(logdir), **scripted_returns(logdir)})
     return 0
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dreamer_live import config as configlib
-from dreamer_live.envs import is_realtime, make_env, tick_hz
+from dreamer_live.envs import is_realtime, lockstep_twin, make_env, tick_hz
 from dreamer_live.envs.gym_adapter import GymEnv
 from dreamer_live.envs.pacer import Pacer
 from dreamer_live.envs.wrappers import ActionRepeat
@@ -166,6 +166,23 @@ def test_catcher_pixels_preset_and_lockstep_action_repeat_as_frame_skip():
         assert env.metrics()["game/frame"] == 60  # 20 acts x 3 frames, no episode ends that fast
     finally:
         env.close()
+
+
+def test_lockstep_twin_spans_a_tick_per_step_and_keeps_the_time_cap():
+    """Catcher at 30 fps ticked at 15 Hz: the twin runs 2 frames per step; a 1 s cap is 15 steps."""
+    twin = lockstep_twin(configlib.resolve(["catcher"], {"env.time_cap_s": 1.0}))
+    assert (twin.env.clock, twin.env.action_repeat, twin.actor.hz) == ("lockstep", 2, 15.0)
+    env = make_env(twin)
+    try:
+        obs, steps = env.reset(), 0
+        while not obs["is_last"]:  # idle: no life is lost in the first second
+            env.act(np.eye(3, dtype=np.float32)[0])
+            obs, steps = env.observe(), steps + 1
+        assert steps == 15 and not obs["is_terminal"] and env.metrics()["game/frame"] == 30
+    finally:
+        env.close()
+    with pytest.raises(UserError, match="not a real-time built-in game"):
+        lockstep_twin(configlib.resolve(["cartpole"]))
 
 
 def test_gymnasium_make_catcher_runs_random_steps():

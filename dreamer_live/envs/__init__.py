@@ -44,6 +44,18 @@ def step_seconds(config) -> float:
     return 0.0 if is_realtime(config) else 1.0 / config.actor.hz
 
 
+def lockstep_twin(config):
+    """The config that steps a real-time built-in game's episodes in lockstep instead: the same frames
+    per observation and the same time caps (lockstep counts 1/actor.hz per step)."""
+    name = game_name(config.env.name)
+    if name is None or config.env.clock != "realtime":
+        raise UserError(f"{config.env.name} with clock {config.env.clock} is not a real-time built-in game")
+    from dreamer_live.envs.games import GAMES
+    hz = tick_hz(config)
+    return config.update({"env.clock": "lockstep", "actor.hz": hz,
+                          "env.action_repeat": max(1, round(GAMES[name].fps / hz))})
+
+
 def _check(config) -> None:
     env = config.env
     if env.clock not in CLOCKS:
