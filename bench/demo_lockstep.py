@@ -1,7 +1,8 @@
-"""The default demo's learning, fast: the same agent, ticks and train ratio as `dreamer_live.run`, stepped in
+"""The default demo's learning, fast: the agent, ticks and train ratio of `dreamer_live.run` stepped in
 lockstep in one process, so a preset can be judged in minutes per seed on one core.
 
-    .venv/bin/python bench/demo_lockstep.py [--updates 5000] [--configs catcher] [--seed 1] [--agent.actent 3e-3 ...]
+    .venv/bin/python bench/demo_lockstep.py [--updates 5000] [--configs catcher] [--seed 1]
+                                            [--agent.actent 3e-3 ...]
 
 Each update is preceded by batch_size * batch_length / run.train_ratio env steps (the learner's train
 ratio), after run.prefill steps. The game runs as many frames per step as a real-time tick spans, and
@@ -101,7 +102,8 @@ def main(argv: list[str]) -> int:
     wm = agent.wm
     window = 64
     count = min(6000, len(store["is_first"])) // window
-    batch = {k: np.stack(v[-count * window:]).reshape(count, window, *np.shape(v[0])) for k, v in store.items()}
+    batch = {k: np.stack(v[-count * window:]).reshape(count, window, *np.shape(v[0]))
+             for k, v in store.items()}
     tokens = wm.encode(p, batch)
     prev = wm.prev_actions(jnp.asarray(batch["action"], jnp.float32))
     _, states, _ = rssmlib.observe(wm.rssm, p["rssm"], wm.initial(count), tokens, prev,

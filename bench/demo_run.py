@@ -71,7 +71,8 @@ def scripted_returns(logdir: pathlib.Path, episodes: int = 30) -> dict:
     from dreamer_live.envs import lockstep_twin, make_env
 
     config = configlib.defaults().update(configlib.read_yaml(logdir / "config.yaml") or {})
-    if (config.env.name, config.env.clock, config.env.obs) != ("dreamer_live/Catcher-v0", "realtime", "vector"):
+    game = config.env
+    if (game.name, game.clock, game.obs) != ("dreamer_live/Catcher-v0", "realtime", "vector"):
         return {}
     env = make_env(lockstep_twin(config))
     rng = np.random.default_rng(0)
