@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from dreamer_live import cli, config as configlib  # noqa: E402
-from dreamer_live.envs import lockstep_twin  # noqa: E402
+from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +43,6 @@ def main(argv: list[str]) -> int:
     from dreamer_live.actor import make_policy, policy_keys
     from dreamer_live.agent import Agent, rssm as rssmlib
     from dreamer_live.agent.dists import symlog
-    from dreamer_live.envs import make_env
 
     env = make_env(config)
     agent = Agent(config, env.obs_space, env.act_space)
