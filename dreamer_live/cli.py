@@ -100,5 +100,6 @@ def setup_jax(config: configlib.Config) -> None:
         path = cache_dir() / "jax"
         path.mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(config.jax.cache_min_compile_s))
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
