@@ -1,8 +1,8 @@
-"""Env wrapper figures: the real-time pacer's achieved rate, and the cost per step of the wrapper stack.
+"""Env wrapper figures: the real-time runner's achieved rate, and the cost per step of the wrapper stack.
 
     .venv/bin/python bench/env_wrappers.py [--seconds 2]
 
-Prints steps/s the Pacer achieves against its target (ratio), and microseconds per CartPole step bare
+Prints steps/s the RealtimeRunner achieves against its target (ratio), and microseconds per CartPole step bare
 vs. with every progress/time wrapper on (ratio).
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 from dreamer_live import config as configlib
 from dreamer_live.envs import apply_wrappers, base_env
 from dreamer_live.envs.base import Env, step_spaces
-from dreamer_live.envs.pacer import Pacer
+from dreamer_live.envs.realtime import RealtimeRunner
 
 
 class LogX(Env):
@@ -71,17 +71,17 @@ class Endless(Env):
                 "is_first": np.array(first), "is_last": np.array(False), "is_terminal": np.array(False)}
 
 
-def pacer_rate(hz: float, seconds: float) -> tuple[float, float]:
-    """Steps per second a Pacer achieves over `seconds`, and the steps it skipped."""
-    env = Pacer(Endless(), hz)
+def realtime_rate(hz: float, seconds: float) -> tuple[float, float]:
+    """Steps per second a RealtimeRunner achieves over `seconds`, and the steps it skipped."""
+    env = RealtimeRunner(Endless(), hz)
     env.reset()
     time.sleep(0.5)
     env.metrics()  # the rate is measured from here: no start-up fencepost in the figure
     time.sleep(seconds)
     figures = env.metrics()
-    rate = figures["pacer/steps_per_s"]
+    rate = figures["realtime/steps_per_s"]
     env.close()
-    return rate, figures["pacer/skipped_steps"]
+    return rate, figures["realtime/skipped_steps"]
 
 
 def step_us(cfg, steps: int, wrapped: bool) -> float:
@@ -101,12 +101,12 @@ def step_us(cfg, steps: int, wrapped: bool) -> float:
 def main() -> None:
     """Print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per pacer rate")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per real-time rate")
     parser.add_argument("--steps", type=int, default=20000, help="steps per overhead measurement")
     args = parser.parse_args()
-    print("pacer: target hz, achieved steps/s, ratio, skipped steps")
+    print("realtime: target hz, achieved steps/s, ratio, skipped steps")
     for hz in (15.0, 60.0, 240.0):
-        rate, skipped = pacer_rate(hz, args.seconds)
+        rate, skipped = realtime_rate(hz, args.seconds)
         print(f"  {hz:6.1f}  {rate:8.2f}  {rate / hz:.4f}  {skipped:.0f}")
     cfg = configlib.resolve(["cartpole"], {
         "env.progress_key": "x", "env.stagnation.seconds": 5.0, "env.teleport.absolute": 50.0,

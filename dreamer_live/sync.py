@@ -5,6 +5,7 @@ file written whole under a temporary name and renamed into place):
 
     params-000042.msgpack   one version: flax msgpack of {"meta": {...}, "params": <to_bytes payload>}
     latest.json             pointer to the newest version: {"version", "file", "step", "time", ...}
+    learner.json            the learner's live step, rewritten every few seconds: {"step", "time"}
 
 meta holds version, learner step, wall time, the model hash (identity config sections) and the
 payload's sha256, so a truncated, corrupt or foreign file is detected before it can replace anything.
@@ -30,6 +31,7 @@ from dreamer_live.atomic import write_atomic
 
 log = logging.getLogger("dreamer_live.sync")
 POINTER = "latest.json"
+HEARTBEAT = "learner.json"
 FILE_RE = re.compile(r"^params-(\d{6,})\.msgpack$")
 FORMAT = 1
 
@@ -61,13 +63,17 @@ def _versions_on_disk(directory: pathlib.Path) -> dict[int, pathlib.Path]:
     return found
 
 
-def _read_pointer(directory: pathlib.Path) -> dict | None:
+def _read_json(path: pathlib.Path, key: str) -> dict | None:
+    """A JSON object with an integer `key`, or None if the file is missing or damaged."""
     try:
-        pointer = json.loads((directory / POINTER).read_text())
-        return pointer if isinstance(pointer, dict) and isinstance(pointer.get("version"), int) \
-            else None
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) and isinstance(data.get(key), int) else None
     except (OSError, ValueError):
         return None
+
+
+def _read_pointer(directory: pathlib.Path) -> dict | None:
+    return _read_json(directory / POINTER, "version")
 
 
 def _retry(fn, attempts: int = 10, pause: float = 0.05):
@@ -108,6 +114,11 @@ class Publisher:
         self._prune()
         return version
 
+    def heartbeat(self, step: int) -> None:
+        """Record the learner's current step, so that clients can count the updates they lag."""
+        beat = json.dumps({"step": int(step), "time": time.time()}).encode()
+        _retry(lambda: write_atomic(self.directory / HEARTBEAT, beat))
+
     def _prune(self) -> None:
         for version, path in _versions_on_disk(self.directory).items():
             if version <= self.version - self.keep:
@@ -137,7 +148,7 @@ class Client:
         self.device_put = device_put
         self.last_error = ""  # the newest problem reported (empty while all is well)
         self._current = Loaded(template)
-        self._latest_step = 0  # learner step of the newest version seen in the pointer
+        self._learner_seen = (0.0, 0)  # (time, step) of the learner's newest heartbeat or version
         self._reported: set[tuple[str, str]] = set()
         self._poll_lock = threading.Lock()
         self._stop = threading.Event()
@@ -169,12 +180,12 @@ class Client:
         return self._current
 
     def lag(self) -> tuple[int, float]:
-        """(learner steps behind the newest version seen, seconds since the version in use was
+        """(learner updates since the version in use, as of the last poll; seconds since it was
         published); (0, 0.0) before any version is loaded. Seconds compare two machines' clocks."""
         current = self._current
         if current.version == 0:
             return 0, 0.0
-        return max(0, self._latest_step - current.step), max(0.0, time.time() - current.time)
+        return max(0, self._learner_seen[1] - current.step), max(0.0, time.time() - current.time)
 
     def poll(self) -> bool:
         """Check once for a newer version and swap it in if valid; True if the params changed."""
@@ -186,8 +197,7 @@ class Client:
                     return False
                 newest = max(on_disk)
                 pointer = {"version": newest, "file": on_disk[newest].name}
-            if isinstance(pointer.get("step"), int):
-                self._latest_step = max(self._latest_step, pointer["step"])
+            self._see_learner(pointer)
             if pointer["version"] <= self._current.version:
                 return False
             name = pointer.get("file") or version_file(pointer["version"])
@@ -206,10 +216,18 @@ class Client:
             except ValueError as e:
                 self._report(name, str(e))
                 return False
-            self._latest_step = max(self._latest_step, loaded.step)
             self._current = loaded  # one reference assignment: readers see old or new, whole
             self.last_error = ""
             return True
+
+    def _see_learner(self, pointer: dict) -> None:
+        # The newest record wins, not the largest step: a learner restarted from an older checkpoint
+        # counts again from there. A missing or damaged heartbeat leaves the last one seen.
+        for record in (pointer, _read_json(self.directory / HEARTBEAT, "step") or {}):
+            stamp = record.get("time")
+            if isinstance(record.get("step"), int) and isinstance(stamp, (int, float)) \
+                    and stamp >= self._learner_seen[0]:
+                self._learner_seen = (stamp, record["step"])
 
     def _decode(self, data: bytes, name: str) -> Loaded:
         try:

@@ -9,7 +9,7 @@ import pytest
 from dreamer_live import config as configlib
 from dreamer_live.envs import is_realtime, lockstep_twin, make_env, tick_hz
 from dreamer_live.envs.gym_adapter import GymEnv
-from dreamer_live.envs.pacer import Pacer
+from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.wrappers import ActionRepeat
 from dreamer_live.errors import UserError
 
@@ -123,7 +123,7 @@ def test_paced_gym_env_runs_in_real_time():
     assert is_realtime(cfg) and tick_hz(cfg) == 10.0
     env = make_env(cfg)
     try:
-        assert isinstance(env, Pacer)
+        assert isinstance(env, RealtimeRunner)
         env.reset()
         time.sleep(0.25)
         obs = env.observe()  # steps happened without act: reward 1 per step (or the pole fell)

@@ -126,6 +126,24 @@ def test_broken_or_mismatched_versions_keep_current_params_and_report_once(tmp_p
     assert len(list(tmp_path.glob("params-*"))) == 3  # keep=3
 
 
+def test_lag_counts_learner_updates_since_the_version_in_use(tmp_path):
+    publisher = sync.Publisher(tmp_path, HASH)
+    client = sync.Client(tmp_path, template(), HASH)
+    publisher.publish(params_for(1), step=100)
+    assert client.poll() and client.lag()[0] == 0
+    publisher.heartbeat(130)  # the learner trains on between publications
+    assert client.poll() is False and client.lag()[0] == 30
+    (tmp_path / sync.HEARTBEAT).write_text("{not json")  # damaged: the last step seen stands
+    assert client.poll() is False and client.lag()[0] == 30
+    publisher.heartbeat(180)
+    time.sleep(0.01)
+    # a learner restarted from an older checkpoint publishes a lower step, newer than the heartbeat
+    publisher.publish(params_for(2), step=120)
+    assert client.poll() and client.lag()[0] == 0
+    publisher.heartbeat(125)
+    assert client.poll() is False and client.lag()[0] == 5
+
+
 def test_model_hash_covers_identity_sections_only():
     base = config.resolve(["debug"])
     assert sync.model_hash(base) == sync.model_hash(config.resolve(["debug"]))

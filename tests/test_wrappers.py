@@ -1,4 +1,4 @@
-"""Each env wrapper on a scripted progress sequence: rewards, episode ends, shapes, the pacer's rate."""
+"""Each env wrapper on a scripted progress sequence: rewards, episode ends, shapes, real-time rate."""
 
 import time
 
@@ -9,7 +9,7 @@ import pytest
 from dreamer_live import config as configlib
 from dreamer_live.envs import apply_wrappers
 from dreamer_live.envs.base import Env, step_spaces
-from dreamer_live.envs.pacer import Pacer
+from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.wrappers import (ActionRepeat, DeathZone, FrameStack, Milestones, Resize,
                                         Stagnation, TeleportDeath, TimeCap, strip_log)
 from dreamer_live.errors import UserError
@@ -270,10 +270,10 @@ def test_defaults_apply_no_wrapper_and_log_keys_strip():
     assert set(strip_log(env.reset())) == {"vector", "reward", "is_first", "is_last", "is_terminal"}
 
 
-# --- real-time pacer ------------------------------------------------------------------------------------
-def test_pacer_steps_on_its_own_clock_and_holds_the_action():
+# --- real-time runner -----------------------------------------------------------------------------------
+def test_realtime_runner_steps_on_its_own_clock_and_holds_the_action():
     inner = ScriptedEnv(range(10_000), rewards=[1.0] * 10_000)
-    env = Pacer(inner, hz=50)
+    env = RealtimeRunner(inner, hz=50)
     try:
         env.reset()
         time.sleep(0.5)
@@ -286,15 +286,15 @@ def test_pacer_steps_on_its_own_clock_and_holds_the_action():
         second = env.observe()
         assert 20 <= len(inner.actions) <= 80 and inner.actions[-1] == 1
         assert float(second["reward"]) == float(second["log/x"]) - float(first["log/x"])
-        counted = env.metrics()["pacer/steps"]
+        counted = env.metrics()["realtime/steps"]
         assert 0 <= len(inner.actions) - counted <= 1
     finally:
         env.close()
 
 
-def test_pacer_world_stops_at_episode_end_until_reset():
+def test_realtime_runner_world_stops_at_episode_end_until_reset():
     inner = ScriptedEnv(range(5), terminal=True)
-    env = Pacer(inner, hz=100)
+    env = RealtimeRunner(inner, hz=100)
     try:
         env.reset()
         time.sleep(0.3)

@@ -6,7 +6,7 @@ env.profile). Wrappers, innermost first, each only when configured:
 
     action repeat   lockstep only: built-in games take it as frame_skip, gymnasium envs repeat step();
                     real-time envs (env.clock realtime, live, env.pace_hz) tick slower: see `tick_hz`
-    pacer           env.pace_hz > 0: a lockstep env runs on its own clock (real time)
+    real time       env.pace_hz > 0: a lockstep env runs on its own clock (RealtimeRunner)
     resize          image to env.size [height, width], RGB or env.grayscale
     frame stack     env.frame_stack > 1
     teleport death, stagnation, milestones, death zone   read log/<env.progress_key> (see wrappers.py)
@@ -121,10 +121,10 @@ def base_env(config) -> Env:
 def apply_wrappers(env: Env, config) -> Env:
     """Wrap `env` per the config's env section, in the fixed order of this module's docstring."""
     from dreamer_live.envs import wrappers as w
-    from dreamer_live.envs.pacer import Pacer
+    from dreamer_live.envs.realtime import RealtimeRunner
     cfg = config.env
     if cfg.pace_hz > 0:
-        env = Pacer(env, cfg.pace_hz)
+        env = RealtimeRunner(env, cfg.pace_hz)
     if "image" in env.obs_space:
         want = (*cfg.size, 1 if cfg.grayscale else 3)
         if tuple(env.obs_space["image"].shape) != tuple(want):

@@ -5,7 +5,7 @@ Observations: a Box uint8 image space ([H, W, 3] or [H, W] / [H, W, 1]) becomes 
 `image` is asked for and the env has no image space, it comes from `render()` (render_mode "rgb_array").
 `terminated` maps to is_last + is_terminal, `truncated` (e.g. TimeLimit) to is_last alone. Actions arrive in
 the agent's format (one-hot for Discrete, [-1, 1] for Box) and go through `action_to_env`. Gymnasium envs
-are lockstep: `act` steps the env at once; run them in real time with the Pacer wrapper (env.pace_hz).
+are lockstep: `act` steps the env at once; run them in real time with the RealtimeRunner wrapper (env.pace_hz).
 """
 
 from __future__ import annotations

@@ -25,11 +25,13 @@ KEY_NAMES = ("left", "right", "up", "down", "jump")
 class Game(abc.ABC):
     """One PLE-style game: pure logic plus pygame drawing; no clock, no threads.
 
-    A subclass sets width/height/fps/actions/state_names, keeps `score` (sum of rewards this episode),
-    `frame` (ticks since reset), `game_over` and `exported` (at least score, x, y; the same keys from
-    construction on: the stand-alone mode lays out its export buffer from them) up to date in `reset`
-    and `tick`, returns 0 from `tick` once the game is over, and draws all randomness from `self.rng`
-    (a numpy Generator; replacing it reseeds the game).
+    A subclass sets width/height/fps/actions/state_names, implements one frame of its physics in
+    `_advance` (which sets `game_over` when the game ends) and `_export` (`exported`: at least score, x,
+    y; the same keys from construction on: the stand-alone mode lays out its export buffer from them),
+    starts an episode in `reset` (score 0, frame 0, game_over False, then `_export()`), and draws all
+    randomness from `self.rng` (a numpy Generator; replacing it reseeds the game). `tick` does the
+    bookkeeping around `_advance`: nothing once the game is over, else count the frame, add the reward
+    to `score`, export.
     """
 
     width: int = 64
@@ -63,9 +65,23 @@ class Game(abc.ABC):
     def reset(self) -> None:
         """Start a new episode (score 0, frame 0, game_over False)."""
 
-    @abc.abstractmethod
     def tick(self, keys: frozenset[str]) -> float:
-        """Advance one frame with `keys` held; return that frame's reward."""
+        """Advance one frame with `keys` held; return that frame's reward (0 once the game is over)."""
+        if self.game_over:
+            return 0.0
+        self.frame += 1  # before the physics: a game may time events by frame (PuckWorld's dot)
+        reward = self._advance(keys)
+        self.score += reward
+        self._export()
+        return reward
+
+    @abc.abstractmethod
+    def _advance(self, keys: frozenset[str]) -> float:
+        """The game's physics for one frame (`frame` already counts it); return the frame's reward."""
+
+    @abc.abstractmethod
+    def _export(self) -> None:
+        """Refresh `exported` after a reset or a tick."""
 
     @abc.abstractmethod
     def draw(self, surface) -> None:

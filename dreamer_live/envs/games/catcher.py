@@ -55,10 +55,8 @@ class Catcher(Game):
         self.fruit_x = float(self.rng.choice(np.arange(size * 2, self.width - size * 2, size)))
         self.fruit_y = -float(self.rng.choice(np.arange(size, self.height // 2, size)))
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """One frame: accelerate the paddle with left/right, drop the fruit, score a catch or a miss."""
-        if self.game_over:
-            return 0.0
         push = (("right" in keys) - ("left" in keys)) * self.player_accel
         self.paddle_vel = (self.paddle_vel + push) * 0.9
         self.paddle_x += self.paddle_vel
@@ -76,9 +74,6 @@ class Catcher(Game):
             self.lives -= 1
             self._new_fruit()
         self.game_over = self.lives <= 0
-        self.frame += 1
-        self.score += reward
-        self._export()
         return reward
 
     def _caught(self) -> bool:

@@ -63,10 +63,8 @@ class FlappyBird(Game):
     def _gap(self) -> float:
         return float(self.rng.integers(self.pipe_min, self.pipe_max + 1))
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """One frame: flap if "jump" is held, fall, scroll the pipes, score passes and crashes."""
-        if self.game_over:
-            return 0.0
         if "jump" in keys and self.bird_y > -2.0 * BIRD_H:
             self.bird_vel, self.flapped = 0.0, True
         # PLE's thrust: a flap sets the velocity to -FLAP_POWER (+ gravity) for one frame, after which
@@ -90,9 +88,6 @@ class FlappyBird(Game):
         if self._crashed():
             reward -= 1.0
             self.game_over = True
-        self.frame += 1
-        self.score += reward
-        self._export()
         return reward
 
     def _crashed(self) -> bool:

@@ -116,11 +116,8 @@ class MonsterKong(Game):
         return [(r, c) for r in range(r0, r1) for c in range(c0, c1) if self.grid[r, c] == kind]
 
     # --- one frame ----------------------------------------------------------------------------------------
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """Throw fireballs, move the player with the held keys, roll fireballs, score, move monsters."""
-        if self.game_over:
-            return 0.0
-        self.frame += 1
         for i, at in enumerate(FIREBALL_TIMES):
             if self.fireball_timer == at and i < len(self.monsters):
                 self._throw(i)
@@ -137,8 +134,6 @@ class MonsterKong(Game):
         for monster in self.monsters:
             self._walk_monster(monster)
         self.game_over = self.lives <= 0
-        self.score += reward
-        self._export()
         return reward
 
     @staticmethod

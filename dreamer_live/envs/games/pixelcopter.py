@@ -65,10 +65,8 @@ class Pixelcopter(Game):
         y = self.rng.integers(int(self.height * 0.25), int(self.height * 0.75))
         self.blocks.append([float(x), float(y), 0.0])
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """One frame: climb or fall, scroll, score what passed, crash into green."""
-        if self.game_over:
-            return 0.0
         self.momentum = (self.momentum + (self.climb if "up" in keys else self.fall)) * 0.99
         self.player_y += self.momentum
         reward = 0.0
@@ -89,9 +87,6 @@ class Pixelcopter(Game):
         if self._crashed():
             reward -= 1.0
             self.game_over = True
-        self.frame += 1
-        self.score += reward
-        self._export()
         return reward
 
     def _crashed(self) -> bool:

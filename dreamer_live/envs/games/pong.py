@@ -72,10 +72,8 @@ class Pong(Game):
         self.ball_vx = self.ball_speed * direction
         self.ball_vy = self.rng.random() * self.ball_speed - self.ball_speed * 0.5
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """One frame: move the ball (bounces off paddles and walls), score, then move the paddles."""
-        if self.game_over:
-            return 0.0
         dt = self.dt
         self._move_ball(dt)
         reward = 0.0
@@ -95,9 +93,6 @@ class Pong(Game):
                 self.player_vel = 0.0
             self._move_cpu(dt)
         self.game_over = max(self.points.values()) >= self.max_score
-        self.frame += 1
-        self.score += reward
-        self._export()
         return reward
 
     def _clamp(self, y: float) -> tuple[float, bool]:

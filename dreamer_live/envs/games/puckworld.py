@@ -68,10 +68,9 @@ class PuckWorld(Game):
             reward += 2.0 * (to_bad - self.bad_radius_outer)
         return reward
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """Thrust, score the new position, then move the puck towards the agent."""
         dt = self.dt
-        self.frame += 1
         self.player_pos, self.player_vel = physics.move(
             self.player_pos, self.player_vel, physics.thrust(keys, self.agent_speed), dt,
             self.agent_radius, (self.width, self.height))
@@ -82,8 +81,6 @@ class PuckWorld(Game):
         norm = float(np.linalg.norm(offset))
         if norm > 0:
             self.bad_pos = self.bad_pos + offset / norm * self.bad_speed * dt
-        self.score += reward
-        self._export()
         return reward
 
     def _export(self) -> None:

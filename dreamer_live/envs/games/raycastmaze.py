@@ -151,11 +151,8 @@ class RaycastMaze(Game):
         rotation = np.array([[c, -s], [s, c]])
         self.dir, self.plane = rotation @ self.dir, rotation @ self.plane
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """Walk / turn with the held keys, then check whether the goal is reached."""
-        if self.game_over:
-            return 0.0
-        self.frame += 1
         if "up" in keys:
             self._walk(1.0)
         if "down" in keys:
@@ -169,8 +166,6 @@ class RaycastMaze(Game):
         if close and self.angle_to_goal() < self.win_angle:
             reward = self.rewards["win"]
             self.game_over = True
-        self.score += reward
-        self._export()
         return reward
 
     def _export(self) -> None:

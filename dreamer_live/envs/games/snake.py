@@ -83,11 +83,8 @@ class Snake(Game):
         size = along * self.hitbox_depth + (1 - along) * self.segment
         return self.body[0] + self.direction * self.segment / 2, size
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """Turn (never back onto itself), move, then eat / die."""
-        if self.game_over:
-            return 0.0
-        self.frame += 1
         for key, direction in TURNS:
             if key in keys and np.dot(direction, self.direction) > -0.5:
                 self.direction = np.array(direction)
@@ -105,8 +102,6 @@ class Snake(Game):
         if bitten or outside:
             reward += self.rewards["loss"]
             self.game_over = True
-        self.score += reward
-        self._export()
         return reward
 
     def _export(self) -> None:

@@ -75,12 +75,9 @@ class WaterWorld(Game):
         """Green creeps on the screen."""
         return int(self.creep_good.sum())
 
-    def tick(self, keys: frozenset[str]) -> float:
+    def _advance(self, keys: frozenset[str]) -> float:
         """Thrust, eat what the agent touches (each respawns), then let the creeps drift."""
-        if self.game_over:
-            return 0.0
         dt = self.dt
-        self.frame += 1
         self.player_pos, self.player_vel = physics.move(
             self.player_pos, self.player_vel, physics.thrust(keys, self.agent_speed), dt, self.radius,
             (self.width, self.height))
@@ -91,8 +88,6 @@ class WaterWorld(Game):
             self._spawn(i)
         self.game_over = self.good_left == 0
         self._drift(dt)
-        self.score += reward
-        self._export()
         return reward
 
     def _drift(self, dt: float) -> None:

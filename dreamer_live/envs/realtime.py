@@ -1,9 +1,10 @@
-"""The real-time pacer: runs a lockstep env on its own clock, like a live game that never waits.
+"""RealtimeRunner: runs a lockstep env on its own clock, like a live game that never waits.
 
 A background thread steps the wrapped env every 1/hz s of wall time with the action last sent (held, as
 keys are held); `observe` returns the latest observation with the reward of every step since the previous
 observe. When an episode ends the world stops on its last observation until `reset`. The agent's tick
-rate (actor.hz) is independent of the pacer's: a slow agent misses steps, exactly as in a live game.
+rate (actor.hz) is independent of env.pace_hz: a slow agent misses steps, exactly as in a live game.
+(Not to be confused with dreamer_live.pacer.Pacer, the actor's tick scheduler.)
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ def neutral_action(space: gymnasium.spaces.Space) -> np.ndarray:
     return np.zeros(space.shape, np.float32)
 
 
-class Pacer(Wrapper):
+class RealtimeRunner(Wrapper):
     """Steps a lockstep env at `hz` on the wall clock in a background thread, acted on or not."""
 
     def __init__(self, env: Env, hz: float, skip_after: float = 0.25):
         super().__init__(env)
         if hz <= 0:
-            raise ValueError("Pacer needs hz > 0")
+            raise ValueError("RealtimeRunner needs hz > 0")
         self.period = 1.0 / float(hz)
         self.skip_after = float(skip_after)  # fallen this far behind: skip steps instead of bursting
         self._lock = threading.Lock()
@@ -57,7 +58,7 @@ class Pacer(Wrapper):
             self._action = neutral_action(self.act_space)
             self._next = time.monotonic() + self.period
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pacer", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="realtime-runner", daemon=True)
             self._thread.start()
         return obs
 
@@ -79,15 +80,16 @@ class Pacer(Wrapper):
         return obs
 
     def metrics(self) -> dict[str, float]:
-        """pacer/steps_per_s (since the previous call), pacer/skipped_steps, and the wrapped env's."""
+        """realtime/steps_per_s (since the previous call), realtime/skipped_steps, realtime/steps, and
+        the wrapped env's."""
         now = time.monotonic()
         with self._lock:
             inner, steps, skipped = self.env.metrics(), self._steps, self._skipped
         then, then_steps = self._rate_mark
         self._rate_mark = (now, steps)
         rate = (steps - then_steps) / (now - then) if now > then else 0.0
-        return {**inner, "pacer/steps_per_s": rate, "pacer/skipped_steps": float(skipped),
-                "pacer/steps": float(steps)}
+        return {**inner, "realtime/steps_per_s": rate, "realtime/skipped_steps": float(skipped),
+                "realtime/steps": float(steps)}
 
     def close(self) -> None:
         """Stop the clock thread, then close the wrapped env."""
@@ -98,7 +100,7 @@ class Pacer(Wrapper):
 
     def _raise(self) -> None:
         if self._error is not None:
-            raise RuntimeError("the pacer's env failed in its clock thread") from self._error
+            raise RuntimeError("the real-time env failed in its clock thread") from self._error
 
     def _run(self) -> None:
         try:
