@@ -23,6 +23,7 @@ from dreamer_live.process import StopFlag
 
 FLAG_KEYS = ("reward", "is_first", "is_last", "is_terminal")
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
+SILENT_AFTER_S = 30.0  # the status line warns when the learner has not been heard from this long
 
 
 def policy_keys(obs_space) -> list[str]:
@@ -293,6 +294,7 @@ class TickLoop:
 
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.params.client.lag()
+        silence = self.params.client.learner_silence()
         metrics = {
             "actor/ticks_per_s": ticks_per_s, "actor/late_ticks": self.pacer.late,
             "actor/missed_ticks": self.pacer.missed,
@@ -302,14 +304,17 @@ class TickLoop:
             "actor/work_ms_p50": self.work.percentile(50), "actor/work_ms_max": self.work.max(),
             "actor/policy_version": self.version, "actor/policy_lag_steps": lag_steps,
             "actor/policy_lag_s": lag_s, "actor/episodes": self.episodes,
+            "actor/learner_silent_s": float("nan") if silence is None else silence,
             "actor/compiles_after_warmup": self.watch.compiles - self.compiles_at_start,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         self.logger.write(steps, metrics)
+        quiet = silence is not None and silence > SILENT_AFTER_S
         self.logger.status(
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
-            f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}")
+            f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
+            + (f" | learner silent {silence:.0f} s" if quiet else ""))
         self.lateness.reset()
         self.work.reset()
 

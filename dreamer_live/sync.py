@@ -149,6 +149,7 @@ class Client:
         self.last_error = ""  # the newest problem reported (empty while all is well)
         self._current = Loaded(template)
         self._learner_seen = (0.0, 0)  # (time, step) of the learner's newest heartbeat or version
+        self._learner_seen_at: float | None = None  # when that record last changed, on our clock
         self._reported: set[tuple[str, str]] = set()
         self._poll_lock = threading.Lock()
         self._stop = threading.Event()
@@ -186,6 +187,12 @@ class Client:
         if current.version == 0:
             return 0, 0.0
         return max(0, self._learner_seen[1] - current.step), max(0.0, time.time() - current.time)
+
+    def learner_silence(self) -> float | None:
+        """Seconds since the learner's heartbeat or pointer last changed, on this machine's clock
+        (no clock skew between machines); None before the learner was ever seen."""
+        seen = self._learner_seen_at
+        return None if seen is None else time.monotonic() - seen
 
     def poll(self) -> bool:
         """Check once for a newer version and swap it in if valid; True if the params changed."""
@@ -227,6 +234,8 @@ class Client:
             stamp = record.get("time")
             if isinstance(record.get("step"), int) and isinstance(stamp, (int, float)) \
                     and stamp >= self._learner_seen[0]:
+                if stamp > self._learner_seen[0]:
+                    self._learner_seen_at = time.monotonic()
                 self._learner_seen = (stamp, record["step"])
 
     def _decode(self, data: bytes, name: str) -> Loaded:
