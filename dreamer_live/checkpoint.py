@@ -1,8 +1,10 @@
-"""Learner checkpoints: the full state pytree plus step counters in one msgpack file, written atomically.
+"""Learner checkpoints: the full state pytree plus its counters, one msgpack file per save, newest K kept.
 
-DIR/checkpoint/state.msgpack holds {"state": <flax state dict>, "meta": {counters}}; it is replaced whole
-(temporary name, then rename), so a crash mid-save leaves the previous checkpoint intact. A readable
-summary goes to DIR/checkpoint/meta.json. No pickle: flax's msgpack serialization only.
+DIR/checkpoint/state_<updates, 8 digits>.msgpack holds {"state": <flax state dict>, "meta": {counters}};
+meta.json is a readable copy of the newest one's meta. Each file is written whole under a temporary
+name and renamed into place before the oldest beyond `keep` is deleted, so a crash at any moment leaves
+every finished checkpoint. Loading takes the newest readable one; damaged newer ones are renamed to
+`*.damaged` (kept for inspection, never read again) with a warning. No pickle: flax msgpack only.
 """
 
 from __future__ import annotations
@@ -10,65 +12,155 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-from dreamer_live.atomic import write_atomic
+from dreamer_live.atomic import is_temporary, write_atomic
 from dreamer_live.errors import UserError
 
-STATE_FILE = "state.msgpack"
+FILE = "state_{:08d}.msgpack"
+FILE_RE = re.compile(r"state_(\d{8,})\.msgpack")
 META_FILE = "meta.json"
 
 
-class Checkpointer:
-    """Saves and restores one learner state (params, optimizer, counters) in a folder."""
+class _Unreadable(Exception):
+    """A checkpoint file that is truncated or corrupt (the reason is the message)."""
 
-    def __init__(self, directory: str | os.PathLike):
+
+def _warn(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Checkpointer:
+    """Saves and restores learner states (params, optimizer, counters); keeps the newest `keep`."""
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 3):
+        if int(keep) < 1:
+            raise UserError(f"learner.keep_checkpoints must be >= 1, got {keep}")
         self.directory = pathlib.Path(directory)
-        self.path = self.directory / STATE_FILE
+        self.keep = int(keep)
+        self.path: pathlib.Path | None = None  # the file last saved or loaded
+
+    def kept(self) -> list[tuple[int, pathlib.Path]]:
+        """(learner updates, file) of every kept checkpoint, newest first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        found = [(int(m.group(1)), self.directory / name)
+                 for name in names if (m := FILE_RE.fullmatch(name))]
+        return sorted(found, reverse=True)
 
     def exists(self) -> bool:
         """True when a checkpoint has been written."""
-        return self.path.exists()
+        return bool(self.kept())
+
+    def describe(self) -> str:
+        """The kept update counts as one line, e.g. '300 (latest), 250, 200'."""
+        steps = [str(step) for step, _ in self.kept()]
+        if steps:
+            steps[0] += " (latest)"
+        return ", ".join(steps) or "none"
+
+    def find(self, step: int) -> pathlib.Path:
+        """The file of the checkpoint at `step` updates; a UserError naming the kept ones if none."""
+        for kept_step, path in self.kept():
+            if kept_step == int(step):
+                return path
+        raise UserError(f"no checkpoint at {step} updates in {self.directory}; kept: {self.describe()}")
 
     def save(self, state: Any, meta: dict | None = None) -> pathlib.Path:
-        """Write `state` (any pytree of arrays) and `meta` (plain numbers/strings) atomically."""
+        """Write `state` (any pytree of arrays) with `meta` (meta["updates"] names the file) as the
+        newest checkpoint, then delete the oldest beyond `keep`."""
         import jax
         from flax import serialization
 
         meta = dict(meta or {}, saved_time=time.time())
-        state = jax.device_get(state)
-        data = serialization.msgpack_serialize(
-            {"state": serialization.to_state_dict(state), "meta": meta})
+        state = serialization.to_state_dict(jax.device_get(state))
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, data)
+        path = self.directory / FILE.format(int(meta.get("updates", 0)))
+        write_atomic(path, serialization.msgpack_serialize({"state": state, "meta": meta}))
         write_atomic(self.directory / META_FILE, (json.dumps(meta, indent=1) + "\n").encode())
-        return self.path
+        self.path = path
+        self._prune()
+        return path
 
-    def load(self, template: Any) -> tuple[Any, dict]:
-        """Restore (state, meta) shaped like `template`; an unreadable file is a UserError."""
+    def load(self, template: Any, step: int | None = None,
+             warn: Callable[[str], None] | None = None) -> tuple[Any, dict]:
+        """Restore (state, meta) shaped like `template`: the newest readable checkpoint, or the one at
+        `step` updates. Damaged newer files are set aside with a warning (`warn`, default stderr)."""
+        for _ in range(5):  # a learner pruning meanwhile may delete a file: look again
+            try:
+                return self._load(template, step, warn or _warn)
+            except FileNotFoundError:
+                time.sleep(0.2)
+        raise UserError(f"checkpoint files in {self.directory} kept changing while being read; "
+                        "try again")
+
+    def _load(self, template, step, warn) -> tuple[Any, dict]:
+        if step is not None:
+            path = self.find(step)
+            try:
+                state, meta = self._read(path, template)
+            except _Unreadable as e:
+                raise UserError(f"checkpoint {path} is unreadable ({e})") from None
+            self.path = path
+            return state, meta
+        damaged: list[tuple[pathlib.Path, str]] = []
+        for _, path in self.kept():
+            try:
+                state, meta = self._read(path, template)
+            except _Unreadable as e:
+                damaged.append((path, str(e)))
+                continue
+            if damaged:  # set aside, so that the next save does not leave them newer than itself
+                for bad, _ in damaged:
+                    os.replace(bad, bad.with_name(bad.name + ".damaged"))
+                names = ", ".join(bad.name for bad, _ in damaged)
+                warn(f"warning: checkpoint {names} in {self.directory} unreadable ({damaged[0][1]}); "
+                     f"renamed to *.damaged; using {path.name} ({meta.get('updates')} updates)")
+            self.path = path
+            return state, meta
+        if not damaged:
+            raise UserError(f"no checkpoint in {self.directory}")
+        path, reason = damaged[0]
+        older = f" (and the {len(damaged) - 1} older ones)" if len(damaged) > 1 else ""
+        raise UserError(f"checkpoint {path} is unreadable ({reason}){older}; move it aside to start "
+                        "fresh, or use a new --logdir")
+
+    def _read(self, path: pathlib.Path, template: Any) -> tuple[Any, dict]:
+        """(state, meta) from one file; _Unreadable when damaged, UserError when it does not fit."""
         import jax
         import numpy as np
         from flax import serialization
 
+        data = path.read_bytes()  # FileNotFoundError: pruned meanwhile, load() looks again
         try:
-            data = serialization.msgpack_restore(self.path.read_bytes())
-            state = serialization.from_state_dict(template, data["state"])
-            meta = dict(data.get("meta", {}))
-        except FileNotFoundError:
-            raise UserError(f"no checkpoint at {self.path}") from None
+            blob = serialization.msgpack_restore(data)
+            state = serialization.from_state_dict(template, blob["state"])
+            meta = dict(blob.get("meta", {}))
         except Exception as e:
-            reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-            raise UserError(f"checkpoint {self.path} is unreadable ({reason}); move it aside to "
-                            "start fresh, or use a new --logdir") from None
+            raise _Unreadable(str(e).splitlines()[0][:120] if str(e) else type(e).__name__) from None
         mismatch = _shape_mismatch(template, state)
         if mismatch:
-            raise UserError(f"checkpoint {self.path} does not fit this agent ({mismatch}); move it "
+            raise UserError(f"checkpoint {path} does not fit this agent ({mismatch}); move it "
                             "aside to start fresh, or use a new --logdir")
         state = jax.tree_util.tree_map(
             lambda t, x: jax.numpy.asarray(np.asarray(x), dtype=getattr(t, "dtype", None)),
             template, state)
         return state, meta
+
+    def _prune(self) -> None:
+        """Delete checkpoints beyond the newest `keep`, and temporary files a killed save left
+        (one learner writes a checkpoint folder)."""
+        for name in os.listdir(self.directory):
+            if is_temporary(name):
+                (self.directory / name).unlink(missing_ok=True)
+        for _, path in self.kept()[self.keep:]:
+            path.unlink(missing_ok=True)
 
 
 def _shape_mismatch(template: Any, state: Any) -> str:

@@ -1,9 +1,14 @@
 """Evaluation: play N episodes with the latest parameters, print the return, save best/worst videos.
 
     python -m dreamer_live.eval --logdir DIR --episodes N [--source auto|params|checkpoint]
+        [--checkpoint latest|STEP]
 
 Built-in and gymnasium games run in lockstep (as fast as the CPU allows); a live game keeps its own
-clock. Videos go to DIR/videos/eval_best_<updates>.gif and eval_worst_<updates>.gif.
+clock. Videos go to DIR/videos/eval_best_<updates>.gif and eval_worst_<updates>.gif; the results are
+appended to DIR/metrics.jsonl (source "eval", step = learner updates of the parameters played):
+`eval/return`, `eval/length` per episode, then `eval/return_mean`, `eval/return_std`,
+`eval/length_mean`, `eval/episodes`; every line names what was played (`eval/params_version` or
+`eval/checkpoint`) and `eval/greedy` (1 for --mode eval).
 """
 
 from __future__ import annotations
@@ -99,50 +104,63 @@ def make_envs(config):
     return env, spaces
 
 
-def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int):
-    """The policy parameters: the newest DIR/params version, else the checkpoint.
+def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
+                checkpoint: str | int | None = "latest"):
+    """The policy parameters: the newest DIR/params version, else the checkpoint (the newest, or the
+    one at `checkpoint` updates, which implies source "checkpoint").
 
-    Returns (params, description, learner updates).
+    Returns (params, description, learner updates, {metric key naming what was loaded: number}).
     """
     import jax
 
     from dreamer_live import sync
-    from dreamer_live.viz import check_checkpoint, load_state
+    from dreamer_live.viz import check_checkpoint, checkpoint_step, load_state
 
+    if checkpoint_step(checkpoint) is not None:
+        source = "checkpoint"  # main() refused --source params with a step
     if source in ("auto", "params") and (logdir / "params").is_dir():
         template = agent.policy_params(agent.init(jax.random.PRNGKey(seed)))
         client = sync.Client(logdir / "params", template, sync.model_hash(config))
         if client.poll():  # one synchronous read of the newest valid version
             loaded = client.current
             return (loaded.params, f"params version {loaded.version} ({loaded.step} updates)",
-                    loaded.step)
+                    loaded.step, {"eval/params_version": loaded.version})
         if source == "params":
             reason = f": {client.last_error}" if client.last_error else ""
             raise UserError(f"no usable parameters in {logdir / 'params'}{reason}")
     if source == "params":
         raise UserError(f"no parameters published yet in {logdir / 'params'}")
-    check_checkpoint(logdir)
-    state, meta = load_state(logdir, agent, "latest", seed)
+    check_checkpoint(logdir, checkpoint)
+    state, meta = load_state(logdir, agent, checkpoint, seed)
     updates = int(meta.get("updates", 0))
-    return agent.policy_params(state), f"checkpoint at {updates} updates", updates
+    return (agent.policy_params(state), f"checkpoint at {updates} updates", updates,
+            {"eval/checkpoint": updates})
 
 
 def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", mode: str = "eval",
-             max_steps: int = 2000, video_format: str = "gif") -> dict:
-    """Play `episodes` episodes; print and return the returns; write the best and worst videos."""
+             max_steps: int = 2000, video_format: str = "gif",
+             checkpoint: str | int | None = "latest") -> dict:
+    """Play `episodes` episodes; print and return the returns; append them to DIR/metrics.jsonl;
+    write the best and worst videos."""
     cli.setup_jax(config)
     import jax
 
     from dreamer_live.actor import make_policy, policy_keys, replay_keys
     from dreamer_live.agent import Agent
     from dreamer_live.envs import is_realtime, tick_hz
+    from dreamer_live.metrics import Logger
 
     env, (obs_space, act_space) = make_envs(config)
+    logger = None
     try:
         agent = Agent(config, obs_space, act_space)
-        params, label, updates = load_params(logdir, config, agent, source, config.seed)
+        params, label, updates, played = load_params(logdir, config, agent, source, config.seed,
+                                                     checkpoint)
         params = jax.device_put(params)
+        played["eval/greedy"] = int(mode == "eval")
         print(f"eval: {episodes} episodes of {config.env.name} with {label}, mode {mode}", flush=True)
+        logger = Logger(logdir, "eval", quiet=True)
+        print(f"eval: appending results to {logger.path}", flush=True)
         policy = make_policy(agent, mode)
         pkeys, rkeys = policy_keys(obs_space), replay_keys(env.obs_space)
         key = jax.random.PRNGKey(config.seed + 12345)
@@ -160,6 +178,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
                       pacer=pacer)
             returns.append(ep["return"])
             lengths.append(ep["length"])
+            logger.write(updates, {"eval/return": ep["return"], "eval/length": ep["length"], **played})
             capped = "" if ep["steps"]["is_last"][-1] else f" (stopped at --max-steps {max_steps})"
             print(f"eval: episode {i + 1}/{episodes}: return {ep['return']:.2f}, length "
                   f"{ep['length']}{capped}, {time.perf_counter() - began:.1f}s", flush=True)
@@ -167,9 +186,14 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
                 best = ep
             if worst is None or ep["return"] < worst["return"]:
                 worst = ep
+        mean, std = float(np.mean(returns)), float(np.std(returns))
+        logger.write(updates, {"eval/return_mean": mean, "eval/return_std": std,
+                               "eval/length_mean": float(np.mean(lengths)), "eval/episodes": episodes,
+                               **played})
     finally:
         env.close()
-    mean, std = float(np.mean(returns)), float(np.std(returns))
+        if logger is not None:
+            logger.close()
     print(f"eval: return {mean:.2f} +- {std:.2f} over {episodes} episodes "
           f"(min {min(returns):.2f}, max {max(returns):.2f}, mean length {np.mean(lengths):.1f})")
     videos = {}
@@ -189,20 +213,31 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.eval --logdir DIR --episodes N."""
     p = cli.parser("python -m dreamer_live.eval",
                    "Play N episodes with the run's latest parameters in evaluation mode; print the "
-                   "mean and std of the return; write videos of the best and the worst episode.")
+                   "mean and std of the return; append them to DIR/metrics.jsonl (eval/ keys); write "
+                   "videos of the best and the worst episode.")
     p.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     p.add_argument("--source", choices=SOURCES, default="auto",
                    help="auto: newest published params, else the checkpoint (default auto)")
+    p.add_argument("--checkpoint", default="latest",
+                   help="with a learner update count: play that kept checkpoint (implies --source "
+                        "checkpoint; default latest)")
     p.add_argument("--mode", choices=("eval", "train"), default="eval",
                    help="eval: the most likely action; train: sample like the actor (default eval)")
     p.add_argument("--max-steps", type=int, default=2000, help="cap per episode (default 2000)")
     p.add_argument("--format", choices=("gif", "mp4"), default="gif", help="video format")
     args, config = cli.parse(p, argv, write=False)
+    from dreamer_live.viz import check_checkpoint, checkpoint_step
+
     if args.episodes < 1 or args.max_steps < 1:
         raise UserError("--episodes and --max-steps must be >= 1")
     if not (args.logdir / "config.yaml").exists():
         raise UserError(f"{args.logdir} is not a run directory (no config.yaml)")
-    evaluate(config, args.logdir, args.episodes, args.source, args.mode, args.max_steps, args.format)
+    if checkpoint_step(args.checkpoint) is not None:  # fail before any JAX set-up
+        if args.source == "params":
+            raise UserError("--checkpoint STEP plays a checkpoint: drop --source params")
+        check_checkpoint(args.logdir, args.checkpoint)
+    evaluate(config, args.logdir, args.episodes, args.source, args.mode, args.max_steps, args.format,
+             args.checkpoint)
     return 0
 
 

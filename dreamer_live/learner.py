@@ -83,17 +83,18 @@ class Learner:
             if found is None:
                 return 0
             agent = Agent(config, *found)
-            checkpointer = Checkpointer(self.logdir / "checkpoint")
+            checkpointer = Checkpointer(self.logdir / "checkpoint",
+                                        keep=config.learner.keep_checkpoints)
             state = agent.init(jax.random.PRNGKey(config.seed))
             if checkpointer.exists():
-                state, self.meta = checkpointer.load(state)
+                state, self.meta = checkpointer.load(state, warn=self.logger.message)
                 self.updates = int(self.meta.get("updates", 0))
                 self.logger.message(f"learner: resumed from {checkpointer.path} at "
                                     f"{self.updates} updates")
             publisher = sync.Publisher(self.logdir / "params", sync.model_hash(config))
             self.logger.message(
                 f"learner: training from {self.replay_dir}{' (read-only)' if readonly else ''}; "
-                f"writing {self.logdir / 'params'}, {checkpointer.path.parent}, "
+                f"writing {self.logdir / 'params'}, {checkpointer.directory}, "
                 f"{self.logdir / 'metrics.jsonl'}, {self.logdir / 'videos'}")
             if run.steps and self.updates >= run.steps:
                 self.logger.message(f"learner: already at {self.updates} >= run.steps updates")
@@ -207,6 +208,7 @@ class Learner:
                     last["video"] = now
                 if now - last["log"] >= run.log_every:
                     self._log(window, reader, env_steps, version, batch_steps)
+                    publisher.heartbeat(self.updates)
                     last["log"] = now
         except KeyboardInterrupt:
             self.stop.set("interrupted")

@@ -98,6 +98,9 @@ def panels(runs: list[Run]) -> list[tuple[str, str, list[tuple[str, str, str, st
         ("policy lag (learner updates)", "minutes", [("actor", "actor/policy_lag_steps", "minutes", "-")]),
         ("policy lag (seconds)", "minutes", [("actor", "actor/policy_lag_s", "minutes", "-")]),
     ]
+    if any(run.keys("eval") for run in runs):
+        out.append(("eval return: mean (line), episodes (dots)", "learner updates",
+                    [("eval", "eval/return_mean", "step", "-"), ("eval", "eval/return", "step", ".")]))
     return out
 
 

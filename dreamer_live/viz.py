@@ -52,25 +52,33 @@ def still_scale(out: dict, scale: int) -> int:
     return max(1, min(scale, 64 // height))
 
 
-def load_state(logdir: pathlib.Path, agent, which: str = "latest", seed: int = 0):
-    """The learner state from DIR/checkpoint as (state, meta); a clear UserError when there is none."""
+def load_state(logdir: pathlib.Path, agent, which: str | int | None = "latest", seed: int = 0):
+    """The learner state from DIR/checkpoint as (state, meta): the newest, or the one at `which`
+    updates; a clear UserError when there is none."""
     import jax
 
-    checkpointer = check_checkpoint(logdir)
-    state, meta = checkpointer.load(agent.init(jax.random.PRNGKey(seed)))
-    updates = meta.get("updates")
-    if which != "latest" and str(updates) != str(which):
-        raise UserError(f"only the latest checkpoint is kept: {checkpointer.path} is at {updates} "
-                        f"updates, not {which}; use --checkpoint latest")
-    return state, meta
+    checkpointer = check_checkpoint(logdir, which)
+    return checkpointer.load(agent.init(jax.random.PRNGKey(seed)), step=checkpoint_step(which))
 
 
-def check_checkpoint(logdir: pathlib.Path) -> Checkpointer:
-    """Fail early (before any JAX set-up) when the logdir has no checkpoint."""
+def checkpoint_step(which: str | int | None) -> int | None:
+    """--checkpoint's value as a learner update count; None for 'latest'."""
+    if which is None or str(which) == "latest":
+        return None
+    if not str(which).isdigit():
+        raise UserError(f"--checkpoint must be 'latest' or a learner update count, got {which!r}")
+    return int(which)
+
+
+def check_checkpoint(logdir: pathlib.Path, which: str | int | None = "latest") -> Checkpointer:
+    """Fail early (before any JAX set-up) when the logdir has no checkpoint, or none at `which`."""
+    step = checkpoint_step(which)
     checkpointer = Checkpointer(logdir / "checkpoint")
     if not checkpointer.exists():
         raise UserError(f"no checkpoint yet in {checkpointer.directory} (the learner writes one every "
                         "run.checkpoint_every minutes and when it stops)")
+    if step is not None:
+        checkpointer.find(step)
     return checkpointer
 
 
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", type=pathlib.Path, default=None,
                    help="replay folder to take sequences from (default DIR/replay; opened read-only)")
     p.add_argument("--checkpoint", default="latest", help="latest, or the learner update count "
-                   "of the checkpoint to use (only the latest is kept)")
+                   "of a kept checkpoint (the newest learner.keep_checkpoints are kept)")
     p.add_argument("--out", type=pathlib.Path, default=None,
                    help="output .gif, .mp4 or .png (default DIR/videos/openloop_<updates>.gif)")
     p.add_argument("--sequences", type=int, default=4, help="sequences side by side (default 4)")
@@ -181,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--out {args.out}: use a .gif, .mp4 or .png file name")
     if not (args.logdir / "config.yaml").exists():
         raise UserError(f"{args.logdir} is not a run directory (no config.yaml)")
-    check_checkpoint(args.logdir)
+    check_checkpoint(args.logdir, args.checkpoint)
 
     cli.setup_jax(config)
     import jax

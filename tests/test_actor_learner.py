@@ -181,6 +181,8 @@ def test_actor_metrics_and_event_files(scenario):
     for key in ("actor/late_ticks", "actor/late_ms_p50", "actor/late_ms_p99", "actor/late_ms_max",
                 "actor/policy_version", "actor/policy_lag_steps", "actor/policy_lag_s"):
         assert key in tick[-1]
+    # the learner's heartbeat (every log line, 1 s) shows updates made since the version in use
+    assert any(r["actor/policy_lag_steps"] > 0 for r in tick)
     assert np.median([r["actor/ticks_per_s"] for r in tick]) == pytest.approx(HZ, rel=0.1)
     episodes = lines(logdir, "actor", key="episode/return")
     assert episodes and all(r["episode/length"] > 0 for r in episodes)
@@ -197,13 +199,15 @@ def test_actor_keeps_ticking_after_learner_sigkill(scenario):
     assert len(alone) >= 3, alone
     assert alone[-1]["step"] - alone[0]["step"] >= 0.5 * HZ * 3
     assert len({r["actor/policy_version"] for r in alone}) == 1  # its last parameters
+    assert alone[-1]["actor/learner_silent_s"] > 3.0  # and it sees that the learner went quiet
     assert all(r["actor/ticks_per_s"] > 0.8 * HZ for r in alone)
 
 
 def test_new_learner_resumes_and_reads_replay_written_meanwhile(scenario):
     logdir = scenario["logdir"]
-    assert f"resumed from {logdir / 'checkpoint' / 'state.msgpack'} at " \
-           f"{scenario['ckpt_updates']} updates" in scenario["learner2_output"]
+    resumed = logdir / "checkpoint" / f"state_{scenario['ckpt_updates']:08d}.msgpack"
+    assert f"resumed from {resumed} at {scenario['ckpt_updates']} updates" \
+        in scenario["learner2_output"]
     first = lines(logdir, "learner", since=scenario["l2_start"], key="replay/steps")[0]
     assert first["replay/steps"] > scenario["steps_at_kill"]
     assert first["step"] > scenario["ckpt_updates"]
@@ -278,5 +282,5 @@ def test_run_starts_both_and_forwards_sigterm(tmp_path):
         run.out.close()
     assert code == 0, text
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
-    assert (logdir / "checkpoint" / "state.msgpack").exists()
+    assert list((logdir / "checkpoint").glob("state_*.msgpack"))
     assert "run: done" in text

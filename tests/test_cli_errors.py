@@ -77,10 +77,10 @@ def test_unreadable_checkpoint(tmp_path):
     spaces.save(tmp_path / "replay", env.obs_space, env.act_space)
     env.close()
     (tmp_path / "checkpoint").mkdir()
-    (tmp_path / "checkpoint" / "state.msgpack").write_bytes(b"\x93not a checkpoint")
+    (tmp_path / "checkpoint" / "state_00000100.msgpack").write_bytes(b"\x93not a checkpoint")
     result = command("dreamer_live.learner", "--logdir", tmp_path, "--configs", "debug",
                      "--run.quiet", "true")
-    assert_one_line_error(result, r"checkpoint .*state\.msgpack is unreadable")
+    assert_one_line_error(result, r"checkpoint .*state_00000100\.msgpack is unreadable")
 
 
 def test_run_reports_the_failing_child(tmp_path):

@@ -48,8 +48,8 @@ class RecordingGame(Game):
         super().__init__(seed)
         self.seen = []
 
-    def reset(self):
-        self.frame, self.game_over, self.score = 0, False, 0.0
+    def _start(self):
+        pass
 
     def _advance(self, keys):
         self.seen.append((time.monotonic(), keys))

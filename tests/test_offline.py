@@ -67,3 +67,51 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, tmp_path
     assert json.loads((new / "checkpoint" / "meta.json").read_text())["updates"] == 50
 
     assert fingerprint(source) == before  # byte for byte, names, modes and times
+
+
+@pytest.mark.slow  # two short learner runs, viz and eval (~60-120 s on 2 cores)
+def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(source, tmp_path, capsys):
+    from dreamer_live import eval as evallib, plot, viz as vizlib
+    from dreamer_live.checkpoint import Checkpointer
+
+    run, keep = tmp_path / "run", ["--learner.keep_checkpoints", "2"]
+    first = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
+                    "--run.steps", "30", "--run.checkpoint_every", "0.0001", "--run.video_every", "0",
+                    *keep)
+    assert first.returncode == 0, first.stdout + first.stderr
+    folder = run / "checkpoint"
+    kept = Checkpointer(folder).kept()
+    assert len(kept) == 2, sorted(p.name for p in folder.iterdir())  # keep 2
+    (newest_step, newest), (old, older) = kept
+    assert newest_step == 30 and 0 < old < 30
+
+    # viz and eval accept the older kept step; an unknown one names the kept ones
+    png = tmp_path / "old.png"
+    assert vizlib.main(["--logdir", str(run), "--replay", str(source), "--checkpoint", str(old),
+                        "--sequences", "2", "--length", "8", "--out", str(png)]) == 0
+    assert f"viz: checkpoint at {old} updates" in capsys.readouterr().out and png.stat().st_size
+    assert vizlib.main(["--logdir", str(run), "--replay", str(source), "--checkpoint", "1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"viz: error: no checkpoint at 1 updates in {folder}; kept: 30 (latest), {old}"]
+    assert evallib.main(["--logdir", str(run), "--checkpoint", str(old), "--episodes", "2",
+                         "--max-steps", "20"]) == 0
+    assert f"with checkpoint at {old} updates" in capsys.readouterr().out
+    lines = metricslib.read_lines(run / "metrics.jsonl", "eval")
+    assert len(lines) == 3 and "eval/return_mean" in lines[-1]
+    assert all(r["step"] == old and r["eval/checkpoint"] == old for r in lines)
+    assert metricslib.read_lines(run / "metrics.jsonl", "learner")  # both sources in one file
+    assert plot.main([str(run), "--out", str(tmp_path / "curves.png")]) == 0
+
+    # a newest checkpoint cut short: the learner warns once and resumes from the older one
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    again = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
+                    "--run.steps", "40", *keep)
+    assert again.returncode == 0, again.stdout + again.stderr
+    warnings = [line for line in again.stdout.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, again.stdout
+    assert warnings[0].startswith(f"warning: checkpoint {newest.name} in {folder} unreadable (")
+    assert warnings[0].endswith(f"; using {older.name} ({old} updates)")
+    assert f"resumed from {older} at {old} updates" in again.stdout
+    assert f"at 40 updates ({40 - old} this run)" in again.stdout
+    assert [step for step, _ in Checkpointer(folder).kept()] == [40, old]
+    assert newest.with_name(newest.name + ".damaged").exists()  # set aside, not deleted

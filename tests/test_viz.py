@@ -151,16 +151,33 @@ def test_error_small_when_observed_and_growing_when_imagined(run_dir, capsys, tm
 
 
 @pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
-def test_eval_writes_best_and_worst_videos(run_dir, capsys):
-    from dreamer_live import eval as evallib
+def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path):
+    from dreamer_live import eval as evallib, metrics, plot
 
     code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert f"params version 1 ({TRAIN_STEPS} updates)" in out.out
+    assert f"eval: appending results to {run_dir / 'metrics.jsonl'}" in out.out
     assert re.search(r"return -?\d+\.\d\d \+- \d+\.\d\d over 2 episodes", out.out), out.out
     lengths = [int(n) for n in re.findall(r"episode \d/2: return \S+, length (\d+)", out.out)]
+    returns = [float(n) for n in re.findall(r"episode \d/2: return (\S+),", out.out)]
     assert len(lengths) == 2
+    # metrics.jsonl: one line per episode, then the summary; all at the params' update count
+    lines = metrics.read_lines(run_dir / "metrics.jsonl", "eval")
+    episodes, summary = lines[:-1], lines[-1]
+    assert [r["eval/length"] for r in episodes] == lengths
+    assert [round(r["eval/return"], 2) for r in episodes] == returns
+    assert summary["eval/return_mean"] == pytest.approx(np.mean([r["eval/return"] for r in episodes]))
+    assert summary["eval/episodes"] == 2 and summary["eval/length_mean"] == np.mean(lengths)
+    for r in lines:
+        assert r["step"] == TRAIN_STEPS and r["eval/params_version"] == 1 and r["eval/greedy"] == 1
+        assert "eval/checkpoint" not in r
+    # the plot command reads a metrics file holding eval lines, and draws them in a panel of their own
+    titles = [title for title, _, _ in plot.panels([plot.Run(run_dir, "run")])]
+    assert titles[-1].startswith("eval return")
+    assert plot.main([str(run_dir), "--out", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 0
     for name in ("best", "worst"):
         path = run_dir / "videos" / f"eval_{name}_{TRAIN_STEPS:08d}.gif"
         with Image.open(path) as gif:
@@ -169,13 +186,20 @@ def test_eval_writes_best_and_worst_videos(run_dir, capsys):
 
 
 @pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
-def test_viz_names_the_only_checkpoint_kept(run_dir, capsys):
-    from dreamer_live import viz as vizlib
+def test_unknown_checkpoint_step_lists_the_kept_ones(run_dir, capsys):
+    from dreamer_live import eval as evallib, viz as vizlib
 
     assert vizlib.main(["--logdir", str(run_dir), "--checkpoint", "7"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"viz: error: only the latest checkpoint is kept: {run_dir}/checkpoint/"
-                   f"state.msgpack is at {TRAIN_STEPS} updates, not 7; use --checkpoint latest"]
+    assert err == [f"viz: error: no checkpoint at 7 updates in {run_dir}/checkpoint; "
+                   f"kept: {TRAIN_STEPS} (latest)"]
+    assert evallib.main(["--logdir", str(run_dir), "--checkpoint", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"eval: error: no checkpoint at 7 updates in {run_dir}/checkpoint; "
+                   f"kept: {TRAIN_STEPS} (latest)"]
+    assert vizlib.main(["--logdir", str(run_dir), "--checkpoint", "last"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["viz: error: --checkpoint must be 'latest' or a learner update count, got 'last'"]
 
 
 def test_render_frames_borders_and_vector_only_reports():
@@ -236,7 +260,7 @@ def test_bad_input_is_one_line_and_exit_2(run_dir, tmp_path, case, message):
     if case == "bad_checkpoint":
         shutil.rmtree(logdir / "replay")
         shutil.copytree(run_dir / "replay", logdir / "replay")
-        state = logdir / "checkpoint" / "state.msgpack"
+        state = next((logdir / "checkpoint").glob("state_*.msgpack"))
         state.write_bytes(state.read_bytes()[:1000])  # truncated by a crash mid-copy
     command = "eval" if case.startswith("eval") else "viz"
     proc = subprocess.run([sys.executable, "-m", f"dreamer_live.{command}", "--logdir", str(logdir)],

@@ -61,9 +61,15 @@ class Game(abc.ABC):
         """Seconds of game time per frame."""
         return 1.0 / self.fps
 
-    @abc.abstractmethod
     def reset(self) -> None:
         """Start a new episode (score 0, frame 0, game_over False)."""
+        self.score, self.frame, self.game_over = 0.0, 0, False
+        self._start()
+        self._export()
+
+    @abc.abstractmethod
+    def _start(self) -> None:
+        """Set up the game's own state for a new episode (the counters are already reset)."""
 
     def tick(self, keys: frozenset[str]) -> float:
         """Advance one frame with `keys` held; return that frame's reward (0 once the game is over)."""

@@ -41,14 +41,12 @@ class Catcher(Game):
         self.paddle_y = self.height - self.paddle_height - 3 + self.paddle_height / 2  # centre
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """New game: full lives, paddle in the middle, a new fruit above the screen."""
-        self.score, self.frame, self.game_over = 0.0, 0, False
         self.lives = self.init_lives
         self.paddle_x = self.width / 2  # centre
         self.paddle_vel = 0.0
         self._new_fruit()
-        self._export()
 
     def _new_fruit(self) -> None:
         size = self.fruit_size

@@ -46,9 +46,8 @@ class FlappyBird(Game):
         self.bird_x = float(int(self.width * 0.2))
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """New flight: random colours, the bird mid-screen, three pipes queued off to the right."""
-        self.score, self.frame, self.game_over = 0.0, 0, False
         self.background = BACKGROUNDS[self.rng.choice(sorted(BACKGROUNDS))]
         self.bird_color = BIRD_COLORS[self.rng.choice(sorted(BIRD_COLORS))]
         self.pipe_color = PIPE_COLORS[self.rng.choice(sorted(PIPE_COLORS))]
@@ -58,7 +57,6 @@ class FlappyBird(Game):
         # Pipes as [centre x, gap top y]; PLE's initial offsets 0, W/2, W beyond the right edge.
         self.pipes = [[self.width + PIPE_W + offset, self._gap()]
                       for offset in (0, self.width * 0.5, self.width)]
-        self._export()
 
     def _gap(self) -> float:
         return float(self.rng.integers(self.pipe_min, self.pipe_max + 1))

@@ -46,7 +46,7 @@ class MonsterKong(Game):
         self.reset()
 
     # --- the level ----------------------------------------------------------------------------------------
-    def reset(self) -> None:
+    def _start(self) -> None:
         """A new level: floors with holes, one random ladder per floor, coins; 3 lives, one monster."""
         self.grid = self._make_level()
         self.coins: list[tuple[int, int]] = []
@@ -58,9 +58,7 @@ class MonsterKong(Game):
         self.fireballs: list[dict] = []
         self.fireball_timer = 0
         self.lives = self.lives_at_start
-        self.game_over, self.score, self.frame = False, 0.0, 0
         self._static = None  # cached drawing of walls and ladders
-        self._export()
 
     def _make_level(self) -> np.ndarray:
         rows, cols = int((self.height + 10) / CELL + 1), int(self.width / CELL)

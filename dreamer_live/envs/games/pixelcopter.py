@@ -40,16 +40,14 @@ class Pixelcopter(Game):
         self.block_size = (int(self.width * 0.1), int(self.height * 0.2))
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """New flight: mid-height, four screens of cavern ahead, one block."""
-        self.score, self.frame, self.game_over = 0.0, 0, False
         self.player_y = self.height / 2
         self.momentum = 0.0
         self.columns: list[list[float]] = []  # [centre x, centre y of the gap]
         self._add_columns(self.column_width / 2)
         self.blocks: list[list[float]] = []  # [centre x, centre y, passed]
         self._add_block()
-        self._export()
 
     def _add_columns(self, start: float) -> None:
         """Four screens of cavern from x=start: a sine wave with PLE's frequency and phase jitter."""

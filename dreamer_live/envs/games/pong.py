@@ -56,15 +56,13 @@ class Pong(Game):
         self.cpu_x = float(self.width - self.paddle_dist)
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """New match: 0-0, paddles centred, ball served from the centre in a random direction."""
-        self.score, self.frame, self.game_over = 0.0, 0, False
         self.points = {"agent": 0, "cpu": 0}
         self.player_y = self.cpu_y = self.height / 2
         self.player_vel = 0.0  # px per frame (PLE's paddle momentum)
         self.ball_x, self.ball_y = self.width / 2, self.height / 2
         self._serve(1 if self.rng.random() > 0.5 else -1)
-        self._export()
 
     def _serve(self, direction: int) -> None:
         """Ball back to the centre line (keeping its height), at starting speed towards `direction`."""

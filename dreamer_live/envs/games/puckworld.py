@@ -40,15 +40,13 @@ class PuckWorld(Game):
         self.bad_speed = 0.05 * self.width  # px/s
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """Agent in the top-left corner at rest, puck in the bottom-right, dot somewhere random."""
         start = self.agent_radius * 1.5
         self.player_pos = np.array([start, start])
         self.player_vel = np.zeros(2)
         self.good_pos = self._random_good_pos()
         self.bad_pos = np.array([float(self.width), float(self.height)])
-        self.game_over, self.score, self.frame = False, 0.0, 0
-        self._export()
 
     def _random_good_pos(self) -> np.ndarray:
         r = self.good_radius

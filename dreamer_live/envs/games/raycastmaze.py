@@ -51,7 +51,7 @@ class RaycastMaze(Game):
         self.reset()
 
     # --- the maze -------------------------------------------------------------------------------------------
-    def reset(self) -> None:
+    def _start(self) -> None:
         """A new maze and goal; the agent starts in cell (1, 1), turned away if the goal is in front."""
         self.grid = self._make_maze()
         self.goal = self._pick_goal()
@@ -60,8 +60,6 @@ class RaycastMaze(Game):
         self.face(np.array([1.0, 0.0]))
         if self.angle_to_goal() < 1.5:
             self.face(-self.dir)
-        self.game_over, self.score, self.frame = False, 0.0, 0
-        self._export()
 
     def _make_maze(self, complexity: float = 0.75, density: float = 0.75) -> np.ndarray:
         """The random-walk maze generator PLE uses: walls grow from random even cells."""

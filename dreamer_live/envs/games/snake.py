@@ -46,15 +46,13 @@ class Snake(Game):
             f"snake_body_{i}" for i in range(1, self.body_slots + 1))
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """A short snake in the middle heading right; food somewhere off its body."""
         self.direction = np.array([1.0, 0.0])
         self.body = np.array([[self.width / 2 - self.segment * i, self.height / 2]
                               for i in range(self.init_length)])
         self.colors = [HEAD_COLOR] + [BODY_COLOR] * (self.init_length - 1)
         self.food = self._place_food()
-        self.game_over, self.score, self.frame = False, 0.0, 0
-        self._export()
 
     @property
     def length(self) -> int:

@@ -40,7 +40,7 @@ class WaterWorld(Game):
             f"creep_{i}_{field}" for i in range(num_creeps) for field in ("x", "y", "dist", "good"))
         self.reset()
 
-    def reset(self) -> None:
+    def _start(self) -> None:
         """Agent at rest in the centre; creeps at random (the first one green, so the game can start)."""
         self.player_pos = np.array([self.width / 2, self.height / 2])
         self.player_vel = np.zeros(2)
@@ -52,8 +52,6 @@ class WaterWorld(Game):
         self.creep_good = np.zeros(n, bool)
         for i in range(n):
             self._spawn(i, good=True if i == 0 else None)
-        self.game_over, self.score, self.frame = False, 0.0, 0
-        self._export()
 
     def _spawn(self, i: int, good: bool | None = None) -> None:
         """(Re)place creep slot i at a random spot off the agent, green or red at random."""
