@@ -101,7 +101,7 @@ class Learner:
                 return 0
             version = publisher.publish(agent.policy_params(state), self.updates)
             self._compile(agent, state, found[0])
-            if not self._prefill(reader):
+            if not self._prefill(reader, publisher):
                 return 0
             self._train(agent, state, reader, publisher, checkpointer, version)
         finally:
@@ -148,10 +148,11 @@ class Learner:
         jax.block_until_ready(agent.train(state, batch, jax.random.PRNGKey(0)))
         self.logger.message(f"learner: train step ready in {time.monotonic() - began:.1f}s")
 
-    def _prefill(self, reader) -> bool:
+    def _prefill(self, reader, publisher) -> bool:
         """Wait until replay holds run.prefill steps (offline: whatever is there); False if stopped."""
         need = 1 if self.offline else self.config.run.prefill
         while not self.stop:
+            publisher.heartbeat(self.updates)  # waiting, not gone: the actor must not report silence
             reader.refresh()
             if reader.num_steps >= need and reader.ready():
                 return True

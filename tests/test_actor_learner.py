@@ -11,6 +11,7 @@ One module-scoped scenario runs the processes once and the tests below check wha
   5. learner L3 resumes from L2's checkpoint with its update count and stops by itself at run.steps.
 """
 
+import json
 import os
 import pathlib
 import signal
@@ -21,7 +22,9 @@ import time
 import numpy as np
 import pytest
 
+from dreamer_live import cli, spaces, sync
 from dreamer_live import metrics as metricslib
+from dreamer_live.envs import make_env
 from dreamer_live.pacer import Pacer
 from dreamer_live.replay import Reader
 from dreamer_live.replay.chunk import list_chunks
@@ -72,7 +75,7 @@ def wait_for(what, predicate, timeout, procs=()):
 
 def checkpoint_updates(logdir) -> int:
     meta = logdir / "checkpoint" / "meta.json"
-    return int(__import__("json").loads(meta.read_text())["updates"]) if meta.exists() else 0
+    return int(json.loads(meta.read_text())["updates"]) if meta.exists() else 0
 
 
 def stop(proc, sig=signal.SIGINT, timeout=90) -> int:
@@ -226,6 +229,26 @@ def test_restarted_learner_resumes_its_step_count(scenario):
     assert f"stopped (run.steps reached) at {target} updates (3 this run)" \
         in scenario["learner3_output"]
     assert checkpoint_updates(logdir) == target
+
+
+def test_learner_waiting_for_replay_keeps_its_heartbeat(tmp_path):
+    """Prefill is a wait, not a silence: the actor must not take a waiting learner for a dead one."""
+    logdir = tmp_path / "run"
+    config = cli.logdir_config(logdir, ["debug"], {})
+    env = make_env(config)  # the spaces an actor would have written, but no replay steps
+    spaces.save(logdir / "replay", env.obs_space, env.act_space)
+    env.close()
+    learner = start("dreamer_live.learner", logdir)
+    beat = logdir / "params" / sync.HEARTBEAT
+    try:
+        first = wait_for("a heartbeat", lambda: beat.exists() and json.loads(beat.read_text()), 120,
+                         [learner])
+        later = wait_for("a later heartbeat", lambda: (b := json.loads(beat.read_text()))["time"]
+                         > first["time"] and b, 10, [learner])
+        assert later["step"] == first["step"] == 0
+    finally:
+        assert stop(learner) == 0, output(learner)
+        learner.out.close()
 
 
 def test_second_actor_start_hits_the_compile_cache(tmp_path):
