@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     p.add_argument("--images", default="monsterkong,smooth",
                    help="comma list of image kinds: monsterkong, catcher, smooth, noise")
     p.add_argument("--update-rate", type=float, default=0.5,
-                   help="learner updates/s to compare sampling with (size12m on CPU: ~0.5)")
+                   help="learner updates/s to compare sampling with (size1m on CPU: ~0.5)")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--length", type=int, default=64)
     p.add_argument("--files", type=int, default=1000, help="chunk files for the refresh() figure")
