@@ -94,7 +94,7 @@ def panels(runs: list[Run]) -> list[tuple[str, str, list[tuple[str, str, str, st
     out += [
         ("tick lateness (ms): p99 solid, p50 dashed", "minutes",
          [("actor", "actor/late_ms_p99", "minutes", "-"), ("actor", "actor/late_ms_p50", "minutes", "--")]),
-        ("late ticks per log interval", "minutes", [("actor", "actor/late_ticks", "minutes", "-")]),
+        ("late ticks (running total)", "minutes", [("actor", "actor/late_ticks", "minutes", "-")]),
         ("policy lag (learner updates)", "minutes", [("actor", "actor/policy_lag_steps", "minutes", "-")]),
         ("policy lag (seconds)", "minutes", [("actor", "actor/policy_lag_s", "minutes", "-")]),
     ]
