@@ -135,7 +135,9 @@ def scenario(tmp_path_factory):
         # 5. a restarted learner resumes with its count and stops at run.steps by itself
         rec["l3_target"] = rec["l2_updates"] + 3
         rec["l3_start"] = time.time()
-        learner3 = start("dreamer_live.learner", logdir, "--run.steps", str(rec["l3_target"]))
+        # no train-ratio cap: with the actor gone, L2 may have trained up to it, and L3 would wait
+        learner3 = start("dreamer_live.learner", logdir, "--run.steps", str(rec["l3_target"]),
+                         "--run.train_ratio", "0")
         procs.append(learner3)
         rec["learner3_exit"] = learner3.wait(timeout=180)
         rec["learner3_output"] = output(learner3)
