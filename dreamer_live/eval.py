@@ -114,7 +114,7 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
     import jax
 
     from dreamer_live import sync
-    from dreamer_live.viz import check_checkpoint, checkpoint_step, load_state
+    from dreamer_live.viz import checkpoint_step, load_state
 
     if checkpoint_step(checkpoint) is not None:
         source = "checkpoint"  # main() refused --source params with a step
@@ -130,8 +130,7 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
             raise UserError(f"no usable parameters in {logdir / 'params'}{reason}")
     if source == "params":
         raise UserError(f"no parameters published yet in {logdir / 'params'}")
-    check_checkpoint(logdir, checkpoint)
-    state, meta = load_state(logdir, agent, checkpoint, seed)
+    state, meta = load_state(logdir, agent, checkpoint, seed)  # checks the checkpoint exists first
     updates = int(meta.get("updates", 0))
     return (agent.policy_params(state), f"checkpoint at {updates} updates", updates,
             {"eval/checkpoint": updates})
