@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
                                 epilog="Any config key can be overridden as --section.key value.")
     p.add_argument("--configs", nargs="*", default=["catcher"], metavar="PRESET")
     p.add_argument("--updates", type=int, default=5000, help="learner updates (default 5000)")
+    p.add_argument("--diagnose-every", type=int, default=2000,
+                   help="updates between world-model diagnostics (default 2000)")
     args, rest = p.parse_known_args(argv)
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
     cli.setup_jax(config)
@@ -75,6 +77,39 @@ def main(argv: list[str]) -> int:
         starts = rng.integers(0, len(store["is_first"]) - length + 1, batch)
         return {k: np.stack([np.stack(v[i:i + length]) for i in starts]) for k, v in store.items()}
 
+    def diagnose():
+        """What the model knows, on the newest replay observed in windows of 64 steps."""
+        p = state["params"]
+        wm = agent.wm
+        window = 64
+        count = min(6000, len(store["is_first"])) // window
+        batch = {k: np.stack(v[-count * window:]).reshape(count, window, *np.shape(v[0]))
+                 for k, v in store.items()}
+        tokens = wm.encode(p, batch)
+        prev = wm.prev_actions(jnp.asarray(batch["action"], jnp.float32))
+        _, states, _ = rssmlib.observe(wm.rssm, p["rssm"], wm.initial(count), tokens, prev,
+                                       jnp.asarray(batch["is_first"]), jax.random.PRNGKey(0))
+        feat = rssmlib.features(states)
+        recon = wm.decode(p, feat)
+        for name in wm.vector_keys:
+            error = np.sqrt(np.mean((np.asarray(recon[name]) - np.asarray(symlog(batch[name]))) ** 2,
+                                    axis=(0, 1)))
+            print(f"  reconstruction rms error of '{name}' per entry:", np.round(error, 3).tolist())
+        for name in wm.image_keys:
+            # Moving objects (fruit, paddle, ball) are the pixels that differ from the median frame;
+            # their error says whether the model sees them, which the whole-frame loss hides.
+            truth = batch[name].astype(np.float32) / 255.0
+            error = (np.asarray(recon[name]) - truth) ** 2
+            moving = np.abs(truth - np.median(truth, axis=(0, 1))) > 0.1
+            print(f"  '{name}': squared error per frame {error.sum((2, 3, 4)).mean():.3f}, of which on "
+                  f"moving-object pixels {np.where(moving, error, 0).sum((2, 3, 4)).mean():.3f} "
+                  f"(their energy {np.where(moving, truth ** 2, 0).sum((2, 3, 4)).mean():.3f})")
+        reward = np.asarray(wm.reward(p, feat)[0])
+        truth = batch["reward"]
+        for label, where in (("> 0", truth > 0), ("< 0", truth < 0), ("= 0", truth == 0)):
+            if where.any():
+                print(f"  predicted reward where the replayed reward {label}: {reward[where].mean():+.3f}")
+
     began = time.perf_counter()
     while len(store["is_first"]) < max(config.run.prefill, t):
         env_step()
@@ -95,28 +130,9 @@ def main(argv: list[str]) -> int:
                   f"{len(store['is_first']):>6} | episodes {len(returns):>4} | return (last 10) "
                   f"{np.mean(returns[-10:]) if returns else float('nan'):6.2f} | entropy {m['entropy']:.3f} "
                   f"| dec {m['loss/dec']:.4f} rew {m['loss/rew']:.4f} dyn {m['loss/dyn']:.2f}", flush=True)
+        if update % args.diagnose_every == 0 or update == args.updates:
+            diagnose()
 
-    # What the model knows, on the newest replay observed in windows of 64 steps.
-    p = state["params"]
-    wm = agent.wm
-    window = 64
-    count = min(6000, len(store["is_first"])) // window
-    batch = {k: np.stack(v[-count * window:]).reshape(count, window, *np.shape(v[0]))
-             for k, v in store.items()}
-    tokens = wm.encode(p, batch)
-    prev = wm.prev_actions(jnp.asarray(batch["action"], jnp.float32))
-    _, states, _ = rssmlib.observe(wm.rssm, p["rssm"], wm.initial(count), tokens, prev,
-                                   jnp.asarray(batch["is_first"]), jax.random.PRNGKey(0))
-    feat = rssmlib.features(states)
-    for name in wm.vector_keys:
-        error = np.sqrt(np.mean((np.asarray(wm.decode(p, feat)[name]) - np.asarray(symlog(batch[name]))) ** 2,
-                                axis=(0, 1)))
-        print(f"reconstruction rms error of '{name}' per entry:", np.round(error, 3).tolist())
-    reward = np.asarray(wm.reward(p, feat)[0])
-    truth = batch["reward"]
-    for label, where in (("> 0", truth > 0), ("< 0", truth < 0), ("= 0", truth == 0)):
-        if where.any():
-            print(f"predicted reward where the replayed reward {label}: {reward[where].mean():+.3f}")
     print("returns, mean per 10 episodes:", [round(float(np.mean(returns[i:i + 10])), 2)
                                              for i in range(0, len(returns), 10)])
     env.close()

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline and not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
     if not args.offline:
-        manners = share_cpu(config.learner.threads, config.learner.nice)
+        manners = share_cpu(config.learner.threads, config.learner.nice, config.learner.idle)
         print(f"learner: sharing the CPU with the actor: {manners}", flush=True)
     return Learner(config, args.logdir, replay_dir, args.offline).run()
 

@@ -48,11 +48,13 @@ class StopFlag:
         return self.event.wait(seconds) or bool(self)
 
 
-def share_cpu(threads: int, nice: int) -> str:
-    """Lower this process's priority and confine it to `threads` cores away from core 0.
+def share_cpu(threads: int, nice: int, idle: bool) -> str:
+    """Lower this process's priority below the actor's and optionally confine it to fewer cores.
 
     Must run before JAX is imported: XLA sizes its CPU thread pool from the cores this process may
-    use. threads: 0 = no limit, -1 = every core but core 0, N = at most N cores (core 0 last).
+    use, and its threads inherit the priority. idle: Linux's SCHED_IDLE, under which the learner runs
+    only on CPU time no normal process wants, so a waking actor always takes the core at once.
+    threads: 0 = every core, -1 = every core but core 0, N = at most N cores (core 0 last).
     Returns a short description for the log.
     """
     notes = []
@@ -62,11 +64,18 @@ def share_cpu(threads: int, nice: int) -> str:
             notes.append(f"nice +{nice}")
         except OSError:
             pass
-    if threads and hasattr(os, "sched_setaffinity"):
-        cores = sorted(os.sched_getaffinity(0))
-        if len(cores) > 1:
-            keep = len(cores) - 1 if threads < 0 else min(threads, len(cores))
-            chosen = (cores[1:] + cores[:1])[:keep]  # core 0 goes last: the actor keeps it
-            os.sched_setaffinity(0, chosen)
-            notes.append(f"cores {','.join(map(str, sorted(chosen)))} of {len(cores)}")
+    if idle and hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            notes.append("idle priority")
+        except OSError:
+            pass
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if threads and len(cores) > 1:
+        keep = len(cores) - 1 if threads < 0 else min(threads, len(cores))
+        chosen = (cores[1:] + cores[:1])[:keep]  # core 0 goes last: the actor keeps it
+        os.sched_setaffinity(0, chosen)
+        notes.append(f"cores {','.join(map(str, sorted(chosen)))} of {len(cores)}")
+    elif cores:
+        notes.append(f"all {len(cores)} cores")
     return ", ".join(notes) or "no CPU limits"

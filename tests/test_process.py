@@ -1,0 +1,47 @@
+"""process.share_cpu in a real child process: the learner's priority and cores as the actor sees them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, os, sys, threading
+from dreamer_live.process import share_cpu
+note = share_cpu(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1")
+seen = {}
+def look():  # a thread started afterwards, as XLA's pool is: it inherits the manners
+    seen["policy"] = os.sched_getscheduler(0)
+    seen["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    seen["cores"] = sorted(os.sched_getaffinity(0))
+t = threading.Thread(target=look); t.start(); t.join()
+print(json.dumps({"note": note, **seen}))
+"""
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
+
+
+def probe(threads: int, nice: int, idle: bool) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(threads), str(nice), "1" if idle else "0"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_default_manners_keep_every_core_at_idle_priority():
+    cores = sorted(os.sched_getaffinity(0))
+    got = probe(0, 10, True)
+    assert got["policy"] == os.SCHED_IDLE
+    assert got["nice"] >= os.getpriority(os.PRIO_PROCESS, 0) + 10 or got["nice"] == 19
+    assert got["cores"] == cores
+    assert "idle priority" in got["note"] and f"all {len(cores)} cores" in got["note"]
+
+
+def test_one_core_leaves_core_0_to_the_actor():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    got = probe(-1, 0, False)
+    assert got["policy"] == os.SCHED_OTHER
+    assert got["cores"] == cores[1:]
