@@ -20,18 +20,20 @@ from dreamer_live.agent.dists import symlog
 f32 = jnp.float32
 
 
-def weight_init(scale: float = 1.0, batch_axis: Sequence[int] = ()):
-    """Fan-in truncated normal (std sqrt(scale / fan_in)); scale 0 gives zeros (output layers).
+def weight_init(scale: float = 1.0):
+    """Fan-in truncated normal with std scale * sqrt(1 / fan_in), as the official DreamerV3 (its
+    outscale multiplies the std); scale 0 gives zeros (output layers).
 
-    The last axis is the output axis and `batch_axis` holds independent blocks; the draw is flat
-    (see dists.uniform for why).
+    The last axis is the output axis and every other axis counts into the fan-in, the blocks of a
+    block-diagonal kernel too (the reference's fan-in of a block layer is its whole input). The draw
+    is flat (see dists.uniform for why).
     """
     if scale == 0.0:
         return nn.initializers.zeros_init()
 
     def init(key, shape, dtype=f32):
-        fan_in = math.prod(d for i, d in enumerate(shape[:-1]) if i not in batch_axis)
-        std = math.sqrt(scale / max(1, fan_in)) / 0.87962566103423978  # truncation correction
+        fan_in = math.prod(shape[:-1])
+        std = scale * math.sqrt(1.0 / max(1, fan_in)) / 0.87962566103423978  # truncation correction
         flat = jax.random.truncated_normal(key, -2.0, 2.0, (math.prod(shape),), f32)
         return (flat * std).reshape(shape).astype(dtype)
 
@@ -98,7 +100,7 @@ class BlockLinear(nn.Module):
         lead, din = x.shape[:-1], x.shape[-1]
         extra = 0 if shared is None else shared.shape[-1]
         assert din % g == 0 and self.units % g == 0, (din, self.units, g)
-        kernel = self.param("kernel", weight_init(batch_axis=(0,)),
+        kernel = self.param("kernel", weight_init(),
                             (g, din // g + extra, self.units // g), f32).astype(self.dtype)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.units,), f32)
         # Group-major layout keeps XLA's batched dot free of strided transposes.
