@@ -1,4 +1,4 @@
-"""Does the game keep getting inputs while the agent learns? Tick cadence of the actor under five conditions.
+"""Does the game keep getting inputs while the agent learns? Tick cadence of the actor under six conditions.
 
     .venv/bin/python bench/cadence.py --seconds 120 --rates 15 60 [--preset catcher] [--out DIR]
 
@@ -6,9 +6,11 @@ For each tick rate, the actor (python -m dreamer_live.actor, a real process) pla
 game for --seconds under:
   alone      no learner
   learner    python -m dreamer_live.learner training at full speed (--run.train_ratio 0) on the same
-             machine, with its own manners (every core, nice +learner.nice, Linux's idle priority)
-  learner1core  the same, confined to every core but core 0 at nice +learner.nice only (the manners
-             before the learner took every core: --learner.threads -1 --learner.idle false)
+             machine, with its default manners (nice +learner.nice, Linux's idle priority, every core
+             at actor ticks up to 25 Hz, every core but core 0 above: process.learner_threads)
+  allcores   the same on every core whatever the tick rate (--learner.threads 1024)
+  learner1core  every core but core 0 at nice +learner.nice only (the manners before the learner took
+             every core: --learner.threads -1 --learner.idle false)
   publish1s  the same, publishing every second (--run.publish_every 1) and the actor polling every
              second (--actor.param_interval 1): a parameter swap every second, the worst case
   sync       bench/sync_trainer.py: collect N steps, train M updates in the same process, repeat
@@ -49,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from dreamer_live.replay.chunk import list_chunks, load_chunk  # noqa: E402
 
-CONDITIONS = ("alone", "learner", "learner1core", "publish1s", "sync")
+CONDITIONS = ("alone", "learner", "allcores", "learner1core", "publish1s", "sync")
 TICK_FIELDS = ("tick_time", "tick_late_ms", "reward", "is_first", "is_last", "is_terminal")
 
 
@@ -181,11 +183,13 @@ def run_condition(condition: str, hz: float, seconds: float, presets: list[str],
         proc = start([*actor_cmd, "--actor.id", "1", "--actor.duration", str(seconds)], logdir / "actor.log")
         wait_ok(proc, timeout, "actor", logdir / "actor.log")
         writer = "1"
-    elif condition in ("learner", "learner1core", "publish1s"):
+    elif condition in ("learner", "allcores", "learner1core", "publish1s"):
         fill = start([*actor_cmd, "--actor.duration", str(max(6.0, 160.0 / hz))], logdir / "fill.log")
         wait_ok(fill, timeout, "prefill actor", logdir / "fill.log")
         extra = ["--run.train_ratio", "0"]
         actor_extra = []
+        if condition == "allcores":
+            extra += ["--learner.threads", "1024"]
         if condition == "learner1core":
             extra += ["--learner.threads", "-1", "--learner.idle", "false"]
         if condition == "publish1s":
@@ -301,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"(target <= 1.5: {'met' if gap_ok else 'MISSED'}), p99 lateness "
                   f"{s['late_p99']:.2f} ms = {s['late_p99'] / (10 * period):.1f}% of the period "
                   f"(target < 10%: {'met' if p99_ok else 'MISSED'})")
-        if "learner1core" in got and "learner" in got:
-            print(f"{hz:g} Hz, learner updates/s beside the actor: every core "
-                  f"{notes_of(rows, hz, 'learner').get('updates_per_s', float('nan')):.2f} vs one core "
-                  f"{notes_of(rows, hz, 'learner1core').get('updates_per_s', float('nan')):.2f}")
+        rates = {c: notes_of(rows, hz, c).get("updates_per_s", float("nan"))
+                 for c in ("learner", "allcores", "learner1core") if c in got}
+        if len(rates) > 1:
+            print(f"{hz:g} Hz, learner updates/s beside the actor: "
+                  + ", ".join(f"{c} {r:.2f}" for c, r in rates.items()))
         if "sync" in got and "learner" in got:
             a, b = got["sync"], got["learner"]
             print(f"{hz:g} Hz, sync loop vs decoupled learner: longest gap {a['max_gap_s']:.2f}s vs "

@@ -19,7 +19,7 @@ from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.checkpoint import Checkpointer
 from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger
-from dreamer_live.process import StopFlag, share_cpu
+from dreamer_live.process import StopFlag, learner_threads, share_cpu
 
 TICK_KEYS = ("tick_time", "tick_late_ms")  # replay bookkeeping, not training data
 
@@ -291,7 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline and not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
     if not args.offline:
-        manners = share_cpu(config.learner.threads, config.learner.nice, config.learner.idle)
+        from dreamer_live.envs import tick_hz
+
+        threads = learner_threads(config.learner.threads, tick_hz(config))
+        manners = share_cpu(threads, config.learner.nice, config.learner.idle)
         print(f"learner: sharing the CPU with the actor: {manners}", flush=True)
     return Learner(config, args.logdir, replay_dir, args.offline).run()
 

@@ -48,13 +48,28 @@ class StopFlag:
         return self.event.wait(seconds) or bool(self)
 
 
+# Fastest actor tick rate beside which the learner takes every core by default. With the learner on
+# core 0 too, the actor's ticks began up to 4 ms late on a 2-core VM (one 250 Hz kernel tick:
+# bench/cadence.py, 60 Hz), which is under 10% of the period only at 25 Hz and below.
+ALL_CORES_MAX_HZ = 25.0
+
+
+def learner_threads(threads: int, actor_hz: float) -> int:
+    """The learner.threads to apply: 0 (auto) becomes every core at actor ticks of ALL_CORES_MAX_HZ
+    or slower, every core but core 0 above."""
+    if threads == 0 and actor_hz > ALL_CORES_MAX_HZ:
+        return -1
+    return threads
+
+
 def share_cpu(threads: int, nice: int, idle: bool) -> str:
     """Lower this process's priority below the actor's and optionally confine it to fewer cores.
 
     Must run before JAX is imported: XLA sizes its CPU thread pool from the cores this process may
     use, and its threads inherit the priority. idle: Linux's SCHED_IDLE, under which the learner runs
     only on CPU time no normal process wants, so a waking actor always takes the core at once.
-    threads: 0 = every core, -1 = every core but core 0, N = at most N cores (core 0 last).
+    threads: 0 = every core, -1 = every core but core 0, N = at most N cores (core 0 last); see
+    learner_threads for the default.
     Returns a short description for the log.
     """
     notes = []

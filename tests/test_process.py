@@ -45,3 +45,12 @@ def test_one_core_leaves_core_0_to_the_actor():
     got = probe(-1, 0, False)
     assert got["policy"] == os.SCHED_OTHER
     assert got["cores"] == cores[1:]
+
+
+def test_auto_threads_leave_core_0_to_a_fast_actor():
+    from dreamer_live.process import ALL_CORES_MAX_HZ, learner_threads
+
+    assert learner_threads(0, 15.0) == 0
+    assert learner_threads(0, ALL_CORES_MAX_HZ) == 0
+    assert learner_threads(0, 60.0) == -1
+    assert learner_threads(2, 60.0) == 2 and learner_threads(-1, 15.0) == -1
