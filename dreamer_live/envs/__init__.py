@@ -1,8 +1,9 @@
 """Environments: `make_env(config)` builds the configured game with its wrappers, as an Env.
 
 env.name picks the game: a built-in game (`dreamer_live/Catcher-v0`, lockstep or real time per env.clock),
-any gymnasium id (`CartPole-v1`; lockstep, env.clock does not apply), or `live` (a live desktop game from
-env.profile). Wrappers, innermost first, each only when configured:
+a PLE game of your own (`my_module:MyGame`, a dreamer_live.ple PyGameWrapper class; clocks as built-in
+games), any gymnasium id (`CartPole-v1`, `ALE/Pong-v5`; lockstep, env.clock does not apply), or `live` (a
+live desktop game from env.profile). Wrappers, innermost first, each only when configured:
 
     action repeat   lockstep only: built-in games take it as frame_skip, gymnasium envs repeat step();
                     real-time envs (env.clock realtime, live, env.pace_hz) tick slower: see `tick_hz`
@@ -24,12 +25,20 @@ from dreamer_live.errors import UserError
 CLOCKS = ("realtime", "lockstep")
 
 
+def is_game(name: str) -> bool:
+    """Whether env.name is a game with a clock: a built-in game or a PLE game ("module:Class")."""
+    if game_name(name) is not None:
+        return True
+    from dreamer_live.ple.adapter import game_class
+    return game_class(name) is not None
+
+
 def is_realtime(config) -> bool:
     """Whether the configured env runs on its own clock (built-in realtime, live, or paced)."""
     env = config.env
     if env.name == "live" or env.pace_hz > 0:
         return True
-    return game_name(env.name) is not None and env.clock == "realtime"
+    return is_game(env.name) and env.clock == "realtime"
 
 
 def tick_hz(config) -> float:
@@ -68,8 +77,7 @@ def _check(config) -> None:
         raise UserError(f"env.pace_hz must be >= 0, not {env.pace_hz}")
     if config.actor.hz <= 0:
         raise UserError(f"actor.hz must be > 0, not {config.actor.hz}")
-    if env.pace_hz > 0 and (env.name == "live" or
-                            (game_name(env.name) is not None and env.clock == "realtime")):
+    if env.pace_hz > 0 and (env.name == "live" or (is_game(env.name) and env.clock == "realtime")):
         raise UserError(f"env.pace_hz paces a lockstep env, but {env.name} already runs in real time "
                         f"(use --env.clock lockstep or --env.pace_hz 0)")
 
@@ -77,12 +85,16 @@ def _check(config) -> None:
 def _builtin(config) -> Env:
     from dreamer_live.envs.games import GAMES, GameEnv
     env = config.env
-    name = game_name(env.name)
-    if name not in GAMES:
+    name, seed = game_name(env.name), config.seed + config.actor.id
+    lockstep = env.clock == "lockstep"
+    if name is None:  # a PLE game, "module:Class"
+        from dreamer_live.ple.adapter import load_game
+        game = load_game(env.name, seed=seed, window=env.window, **env.kwargs.to_dict())
+    elif name not in GAMES:
         known = ", ".join(f"dreamer_live/{n}-v0" for n in GAMES) or "none yet"
         raise UserError(f"unknown built-in game '{env.name}' (built-in games: {known})")
-    lockstep = env.clock == "lockstep"
-    game = GAMES[name](seed=config.seed + config.actor.id, **env.kwargs.to_dict())
+    else:
+        game = GAMES[name](seed=seed, **env.kwargs.to_dict())
     return GameEnv(game, clock=env.clock, obs=env.obs,
                    frame_skip=env.action_repeat if lockstep else 1, window=env.window)
 
@@ -113,7 +125,7 @@ def base_env(config) -> Env:
     _check(config)
     if config.env.name == "live":
         return _live(config)
-    if game_name(config.env.name) is not None:
+    if is_game(config.env.name):
         return _builtin(config)
     return _gym(config)
 
@@ -158,4 +170,4 @@ def make_env(config) -> Env:
 
 register_games()
 
-__all__ = ["Env", "apply_wrappers", "base_env", "is_realtime", "make_env", "step_seconds", "tick_hz"]
+__all__ = ["Env", "apply_wrappers", "base_env", "is_game", "is_realtime", "make_env", "step_seconds", "tick_hz"]

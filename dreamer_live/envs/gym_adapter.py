@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
+from dreamer_live.envs.namespaces import import_namespace
 from dreamer_live.errors import UserError
 
 OBS_KINDS = ("vector", "image", "both")
@@ -38,6 +39,7 @@ def make_gym(name: str, render: bool = False, **kwargs) -> gymnasium.Env:
     if render:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # classic-control rendering needs no screen
         kwargs.setdefault("render_mode", "rgb_array")
+    import_namespace(name)
     try:
         return gymnasium.make(name, **kwargs)
     except gymnasium.error.Error as e:

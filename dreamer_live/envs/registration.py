@@ -4,6 +4,9 @@ Registered when `dreamer_live.envs` is imported (or `gymnasium.make("dreamer_liv
 Catcher-v0")` without importing it first). Options: clock ("lockstep" | "realtime"), obs ("vector" |
 "image" | "both": a Box, or a Dict of both), frame_skip, render_mode ("rgb_array" | "human"), seed and
 any game option. Actions are Discrete indices into the game's action table.
+
+A PLE game of your own (dreamer_live.ple) runs as `gymnasium.make("dreamer_live/PLE-v0", game=MyGame)`
+(a PyGameWrapper class, or "my_module:MyGame"), its options beside; `fps` is PLE's fps (default 30).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import gymnasium
 import numpy as np
 
 NAMESPACE = "dreamer_live"
+PLE_ID = f"{NAMESPACE}/PLE-v0"
 _ID = re.compile(rf"^{NAMESPACE}/(\w+)-v0$")
 
 
@@ -42,7 +46,11 @@ class GameGymEnv(gymnasium.Env):
                  render_mode: str | None = None, release_after: float = 0.5, seed: int | None = None,
                  **game_kwargs):
         from dreamer_live.envs.games import GAMES, GameEnv
-        self._game = GAMES[game](seed=seed, **game_kwargs)
+        if isinstance(game, str) and game in GAMES:
+            self._game = GAMES[game](seed=seed, **game_kwargs)
+        else:  # a PLE game: a PyGameWrapper class or "module:Class"
+            from dreamer_live.ple.adapter import load_game
+            self._game = load_game(game, seed=seed, window=render_mode == "human", **game_kwargs)
         self.render_mode, self.obs_kind = render_mode, obs
         inner_obs = "both" if render_mode == "rgb_array" and obs == "vector" else obs
         self._env = GameEnv(self._game, clock=clock, obs=inner_obs, frame_skip=frame_skip,
@@ -95,7 +103,8 @@ class GameGymEnv(gymnasium.Env):
 
 
 def register_games() -> list[str]:
-    """Register every built-in game (once), without importing the game modules; return their ids."""
+    """Register every built-in game (once), without importing the game modules, and PLE_ID; return the
+    built-in games' ids."""
     from dreamer_live.envs.games import GAME_MODULES
     ids = []
     for name in GAME_MODULES:
@@ -104,4 +113,6 @@ def register_games() -> list[str]:
             gymnasium.register(env_id, entry_point=f"{__name__}:GameGymEnv", kwargs={"game": name},
                                disable_env_checker=False)
         ids.append(env_id)
+    if PLE_ID not in gymnasium.registry:  # a PLE game of your own: game=MyGame
+        gymnasium.register(PLE_ID, entry_point=f"{__name__}:GameGymEnv", disable_env_checker=False)
     return ids
