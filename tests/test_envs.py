@@ -1,5 +1,9 @@
 """make_env, the gymnasium adapter and the gymnasium registration of the built-in games."""
 
+import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import gymnasium
@@ -12,6 +16,8 @@ from dreamer_live.envs.gym_adapter import GymEnv
 from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.wrappers import ActionRepeat
 from dreamer_live.errors import UserError
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def onehot(index, n):
@@ -139,10 +145,26 @@ def test_paced_gym_env_runs_in_real_time():
     ({"env.pace_hz": 10.0}, "already runs in real time"),
     ({"env.clock": "sometimes"}, "env.clock"),
     ({"env.name": "CartPole-v1", "env.kwargs.gravity": 1.0}, "bad env.kwargs for 'CartPole-v1'"),
+    ({"env.name": "Meta-World/reach-v3"}, "come with the metaworld package; install it"),
 ])
 def test_bad_env_config_is_one_clear_error(overrides, message):
     with pytest.raises(UserError, match=message):
         make_env(configlib.resolve([], overrides)).close()
+
+
+def test_ale_id_as_users_write_it_through_the_actor(tmp_path):
+    pytest.importorskip("ale_py", reason="ale-py is not installed (it comes with the test extra)")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(tmp_path), "--configs", "debug",
+         "--run.quiet", "true", "--env.name", "ALE/Pong-v5", "--env.obs", "image", "--actor.hz", "100",
+         "--actor.steps", "200"], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    chunks = sorted((tmp_path / "replay").glob("*.npz"))
+    images = np.concatenate([np.load(c)["image"] for c in chunks])
+    actions = np.concatenate([np.load(c)["action"] for c in chunks])
+    assert images.shape == (200, 64, 64, 3) and images.std(axis=0).max() > 0  # frames change
+    assert actions.shape == (200, 6)  # Pong's six actions
 
 
 # --- the built-in games ---------------------------------------------------------------------------------
