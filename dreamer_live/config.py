@@ -251,12 +251,17 @@ def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any
     return config.update(overrides or {})
 
 
-def _is_identity(key: str) -> bool:
+def is_identity(key: str) -> bool:
+    """Whether a dotted config key is part of the run's identity (what the parameters mean)."""
     return key.split(".")[0] in IDENTITY_SECTIONS and not key.startswith(NOT_IDENTITY)
 
 
+def identity(config: Config) -> dict[str, Any]:
+    """The run's identity: the dotted keys and values that define what the parameters mean."""
+    return {k: to_plain(v) for k, v in config.flat().items() if is_identity(k)}
+
+
 def identity_diff(old: Config, new: Config) -> list[str]:
-    """Keys in the identity sections whose values differ between two configs."""
-    a = {k: v for k, v in old.flat().items() if _is_identity(k)}
-    b = {k: v for k, v in new.flat().items() if _is_identity(k)}
+    """Identity keys whose values differ between two configs."""
+    a, b = identity(old), identity(new)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))

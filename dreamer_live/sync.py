@@ -37,11 +37,10 @@ FORMAT = 1
 
 
 def model_hash(config) -> str:
-    """A short hash of the config sections that define what the parameters mean (agent, env)."""
-    from dreamer_live.config import IDENTITY_SECTIONS, to_plain
+    """A short hash of the run's identity (`config.identity`): what the parameters mean."""
+    from dreamer_live.config import identity
 
-    identity = {name: to_plain(config[name]) for name in IDENTITY_SECTIONS if name in config}
-    text = json.dumps(identity, sort_keys=True, default=str)
+    text = json.dumps(identity(config), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

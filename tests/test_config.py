@@ -70,5 +70,8 @@ def test_command_line_error_is_one_line():
 
 
 def test_attaching_to_the_game_is_not_identity(tmp_path):
-    cli.logdir_config(tmp_path, ["debug"], {})
-    cli.logdir_config(tmp_path, ["debug"], {"env.window": True})  # accepted: same model, same game
+    first = cli.logdir_config(tmp_path, ["debug"], {})
+    # accepted: same model, same game, and the same identity the parameters are published under
+    windowed = cli.logdir_config(tmp_path, ["debug"], {"env.window": True, "env.live.display": ":1"})
+    assert windowed.env.window and windowed.env.live.display == ":1"
+    assert config.identity(windowed) == config.identity(first)

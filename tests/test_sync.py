@@ -144,13 +144,30 @@ def test_lag_counts_learner_updates_since_the_version_in_use(tmp_path):
     assert client.poll() is False and client.lag()[0] == 5
 
 
-def test_model_hash_covers_identity_sections_only():
+def _other_value(value):
+    """A value of the same type as a config leaf, different from it."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, list):
+        return value + value[-1:] if value else [1]
+    return {"other": 1}  # a free-form mapping (env.kwargs)
+
+
+def test_model_hash_changes_with_every_identity_key_and_no_other():
     base = config.resolve(["debug"])
     assert sync.model_hash(base) == sync.model_hash(config.resolve(["debug"]))
-    assert sync.model_hash(base) != sync.model_hash(base.update({"env.size": [32, 32]}))
-    assert sync.model_hash(base) != sync.model_hash(
-        base.update({"agent.compute_dtype": "bfloat16"}))
-    assert sync.model_hash(base) == sync.model_hash(base.update({"run.steps": 7}))
+    flat = base.flat()
+    assert any(config.is_identity(k) for k in flat) and not all(config.is_identity(k) for k in flat)
+    for key, value in flat.items():
+        changed = sync.model_hash(base.update({key: _other_value(value)}))
+        assert (changed != sync.model_hash(base)) == config.is_identity(key), key
+    # the keys that say how to attach to the game are outside it (an actor with a window must accept
+    # the learner's parameters)
+    assert not config.is_identity("env.window") and not config.is_identity("env.live.display")
 
 
 def _publisher_process(directory, size, stop):
