@@ -176,3 +176,34 @@ def _shape_mismatch(template: Any, state: Any) -> str:
             name = jax.tree_util.keystr(path)
             return f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     return ""
+
+
+# --- choosing a run's checkpoint (viz, eval) -------------------------------------------------------
+def load_state(logdir: pathlib.Path, agent, which: str | int | None = "latest", seed: int = 0):
+    """The learner state from DIR/checkpoint as (state, meta): the newest, or the one at `which`
+    updates; a clear UserError when there is none."""
+    import jax
+
+    checkpointer = check_checkpoint(logdir, which)
+    return checkpointer.load(agent.init(jax.random.PRNGKey(seed)), step=checkpoint_step(which))
+
+
+def checkpoint_step(which: str | int | None) -> int | None:
+    """--checkpoint's value as a learner update count; None for 'latest'."""
+    if which is None or str(which) == "latest":
+        return None
+    if not str(which).isdigit():
+        raise UserError(f"--checkpoint must be 'latest' or a learner update count, got {which!r}")
+    return int(which)
+
+
+def check_checkpoint(logdir: pathlib.Path, which: str | int | None = "latest") -> Checkpointer:
+    """Fail early (before any JAX set-up) when the logdir has no checkpoint, or none at `which`."""
+    step = checkpoint_step(which)
+    checkpointer = Checkpointer(logdir / "checkpoint")
+    if not checkpointer.exists():
+        raise UserError(f"no checkpoint yet in {checkpointer.directory} (the learner writes one every "
+                        "run.checkpoint_every minutes and when it stops)")
+    if step is not None:
+        checkpointer.find(step)
+    return checkpointer

@@ -20,7 +20,8 @@ import time
 import numpy as np
 from PIL import Image, ImageDraw
 
-from dreamer_live import cli, render
+from dreamer_live import cli, render, spaces as spaceslib
+from dreamer_live.checkpoint import check_checkpoint, checkpoint_step, load_state
 from dreamer_live.errors import UserError
 
 SOURCES = ("auto", "params", "checkpoint")
@@ -76,32 +77,28 @@ def annotate(image: np.ndarray, step: int, total: float, scale: int = 4) -> np.n
 
 
 def video_config(config):
-    """The config the eval env is built from: lockstep unless live; pixels too when vector-only."""
-    from dreamer_live.viz import lockstep
+    """The config the eval env is built from: its lockstep twin (a live game keeps its clock), with
+    pixels too when the agent reads the state vector only."""
+    from dreamer_live.envs import lockstep_twin
 
-    config = lockstep(config)
+    config = lockstep_twin(config)
     if config.env.obs == "vector" and config.env.name != "live":
         config = config.update({"env.obs": "both"})  # frames for the videos; the agent reads vector
     return config
 
 
-def make_envs(config):
-    """(env to play, obs_space and act_space of the agent's own env); frames added when possible."""
-    from dreamer_live.envs import make_env
-    from dreamer_live.viz import lockstep
+def make_env_to_play(config):
+    """The env to play: the video config's, else (a game without pixels) the lockstep twin's."""
+    from dreamer_live.envs import lockstep_twin, make_env
 
-    plain = make_env(lockstep(config))
-    spaces = plain.obs_space, plain.act_space
     wanted = video_config(config)
-    if wanted.env.obs == config.env.obs:
-        return plain, spaces
     try:
-        env = make_env(wanted)
-    except Exception as e:  # a game without pixels: play without videos
+        return make_env(wanted)
+    except Exception as e:
+        if wanted.env.obs == config.env.obs:
+            raise
         print(f"eval: no frames for videos ({str(e).splitlines()[0]})", flush=True)
-        return plain, spaces
-    plain.close()
-    return env, spaces
+        return make_env(lockstep_twin(config))
 
 
 def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
@@ -114,7 +111,6 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
     import jax
 
     from dreamer_live import sync
-    from dreamer_live.viz import checkpoint_step, load_state
 
     if checkpoint_step(checkpoint) is not None:
         source = "checkpoint"  # main() refused --source params with a step
@@ -149,7 +145,8 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
     from dreamer_live.envs import is_realtime, tick_hz
     from dreamer_live.metrics import Logger
 
-    env, (obs_space, act_space) = make_envs(config)
+    obs_space, act_space = spaceslib.of_run(config, logdir / "replay")
+    env = make_env_to_play(config)
     logger = None
     try:
         agent = Agent(config, obs_space, act_space)
@@ -225,8 +222,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=2000, help="cap per episode (default 2000)")
     p.add_argument("--format", choices=("gif", "mp4"), default="gif", help="video format")
     args, config = cli.parse(p, argv, write=False)
-    from dreamer_live.viz import check_checkpoint, checkpoint_step
-
     if args.episodes < 1 or args.max_steps < 1:
         raise UserError("--episodes and --max-steps must be >= 1")
     if not (args.logdir / "config.yaml").exists():

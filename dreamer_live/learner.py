@@ -31,24 +31,6 @@ def steps_written(replay_dir: pathlib.Path) -> int:
     return sum(fields.length for fields in list_chunks(replay_dir).values())
 
 
-def write_video(out: dict, path: pathlib.Path, observe: int) -> list[pathlib.Path]:
-    """Render an agent.report dict as open-loop truth | model | error: a GIF for images, a PNG strip."""
-    from dreamer_live import render
-
-    out = render.to_numpy(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    images, _, _ = render.split_keys(out)
-    if images:
-        gif = path.with_suffix(".gif")
-        render.write_frames(render.video_frames(out, observe), gif)
-        written.append(gif)
-    png = path.with_suffix(".png")
-    render.write_image(render.still(out, observe), png)
-    written.append(png)
-    return written
-
-
 class Learner:
     """Owns the agent state, the replay reader, the publisher, checkpoints and metrics."""
 
@@ -113,23 +95,13 @@ class Learner:
     def _spaces(self):
         """The game's (obs_space, act_space): the actor's spaces.json in the replay folder.
 
-        Online, wait for the actor to write it. Offline without it, build the configured env (not
-        possible for a live game, whose window may be on another machine)."""
+        Online, wait for the actor to write it; offline, `spaces.of_run`."""
         while True:
+            if self.offline:
+                return spaceslib.of_run(self.config, self.replay_dir)
             found = spaceslib.load(self.replay_dir)
             if found is not None:
                 return found
-            if self.offline:
-                if self.config.env.name == "live":
-                    raise UserError(f"{self.replay_dir / spaceslib.FILE} is missing; copy it from "
-                                    "the actor's replay folder")
-                from dreamer_live.envs import make_env
-
-                env = make_env(self.config)
-                try:
-                    return env.obs_space, env.act_space
-                finally:
-                    env.close()
             self.logger.status(f"learner | waiting for an actor to start writing {self.replay_dir}")
             if self.stop.wait(1.0):
                 return None
@@ -241,13 +213,16 @@ class Learner:
         out = jax.device_get(agent.report(state, batch, observe=observe))
         path = self.logdir / "videos" / f"openloop_{self.updates:08d}"
 
-        def render():
+        def draw():
+            from dreamer_live import render
+
             try:
-                write_video(out, path, observe)
+                for suffix in (".gif", ".png") if render.split_keys(out)[0] else (".png",):
+                    render.write_open_loop(out, observe, path.with_suffix(suffix))
             except Exception as e:  # a rendering problem must not stop training
                 print(f"learner: video failed: {e}", flush=True)
 
-        self._video_thread = threading.Thread(target=render, name="video", daemon=True)
+        self._video_thread = threading.Thread(target=draw, name="video", daemon=True)
         self._video_thread.start()
 
     def _log(self, window, reader, env_steps, version, batch_steps) -> None:

@@ -323,6 +323,33 @@ def write_image(image: np.ndarray, path) -> None:
         Image.fromarray(image).save(tmp, format="PNG")
 
 
+def write_open_loop(out: dict, observe: int, path, dream: bool = False, fps: float = 8.0,
+                    scale: int = 2) -> dict[str, np.ndarray]:
+    """Write an agent.report/dream dict to `path` (.gif/.mp4: one frame per step; .png: one still);
+    return the open-loop error per key, each [T] (see error_table to print it)."""
+    import pathlib
+
+    from dreamer_live.errors import UserError
+
+    out = to_numpy(out)
+    path = pathlib.Path(path)
+    if path.suffix.lower() not in (".gif", ".mp4", ".png"):
+        raise UserError(f"cannot write {path}: use a .gif, .mp4 or .png file name")
+    errors = open_loop_error(out, observe)
+    if path.suffix.lower() == ".png":
+        write_image(still(out, observe, _still_scale(out, scale), dream, errors), path)
+    else:
+        write_frames(video_frames(out, observe, scale, dream, errors), path, fps)
+    return errors
+
+
+def _still_scale(out: dict, scale: int) -> int:
+    """Upscaling of the PNG's tiles: `scale`, but no tile taller than 64 pixels (a long strip)."""
+    images, _, _ = split_keys(out)
+    height = max([out[f"{k}/truth"].shape[2] for k in images] or [64])
+    return max(1, min(scale, 64 // height))
+
+
 def _mp4_writer():
     """A function (frames, path, fps) writing H.264 MP4, or a UserError naming the missing piece."""
     import importlib.util

@@ -5,8 +5,9 @@
 
 Takes N sequences of T steps from replay (or plays fresh episodes with --play), lets the model observe
 the first K steps, then imagines the rest open loop: with the recorded actions, or with its own policy
-(--dream). Prints the open-loop error against steps into the future. The learner calls
-`render_open_loop` on a timer to write DIR/videos/.
+(--dream). Prints the open-loop error against steps into the future. Needs neither the game (the
+agent's spaces come from the replay's spaces.json) nor the learner; the same rendering
+(`render.write_open_loop`) makes the learner's DIR/videos/.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import sys
 
 import numpy as np
 
-from dreamer_live import cli, render
-from dreamer_live.checkpoint import Checkpointer
+from dreamer_live import cli, render, spaces as spaceslib
+from dreamer_live.checkpoint import check_checkpoint, load_state
 from dreamer_live.errors import UserError
 
 TICK_KEYS = ("tick_time", "tick_late_ms")  # replay bookkeeping, not model input
@@ -25,90 +26,8 @@ DEFAULT_OBSERVE = 5
 VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
 
 
-def render_open_loop(report_out: dict, observe: int, path: str | pathlib.Path, dream: bool = False,
-                     fps: float = 8.0, scale: int = 2) -> dict[str, np.ndarray]:
-    """Write an agent.report/dream dict to `path` (.gif/.mp4: one frame per step; .png: one still).
-
-    Returns the open-loop error per key, each [T] (mean absolute error per step; see
-    render.error_table to print it).
-    """
-    out = render.to_numpy(report_out)
-    path = pathlib.Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".gif", ".mp4", ".png"):
-        raise UserError(f"cannot write {path}: use a .gif, .mp4 or .png file name")
-    errors = render.open_loop_error(out, observe)
-    if suffix == ".png":
-        render.write_image(render.still(out, observe, still_scale(out, scale), dream, errors), path)
-    else:
-        render.write_frames(render.video_frames(out, observe, scale, dream, errors), path, fps)
-    return errors
-
-
-def still_scale(out: dict, scale: int) -> int:
-    """Upscaling of the PNG's tiles: `scale`, but no tile taller than 64 pixels (a long strip)."""
-    images, _, _ = render.split_keys(out)
-    height = max([out[f"{k}/truth"].shape[2] for k in images] or [64])
-    return max(1, min(scale, 64 // height))
-
-
-def load_state(logdir: pathlib.Path, agent, which: str | int | None = "latest", seed: int = 0):
-    """The learner state from DIR/checkpoint as (state, meta): the newest, or the one at `which`
-    updates; a clear UserError when there is none."""
-    import jax
-
-    checkpointer = check_checkpoint(logdir, which)
-    return checkpointer.load(agent.init(jax.random.PRNGKey(seed)), step=checkpoint_step(which))
-
-
-def checkpoint_step(which: str | int | None) -> int | None:
-    """--checkpoint's value as a learner update count; None for 'latest'."""
-    if which is None or str(which) == "latest":
-        return None
-    if not str(which).isdigit():
-        raise UserError(f"--checkpoint must be 'latest' or a learner update count, got {which!r}")
-    return int(which)
-
-
-def check_checkpoint(logdir: pathlib.Path, which: str | int | None = "latest") -> Checkpointer:
-    """Fail early (before any JAX set-up) when the logdir has no checkpoint, or none at `which`."""
-    step = checkpoint_step(which)
-    checkpointer = Checkpointer(logdir / "checkpoint")
-    if not checkpointer.exists():
-        raise UserError(f"no checkpoint yet in {checkpointer.directory} (the learner writes one every "
-                        "run.checkpoint_every minutes and when it stops)")
-    if step is not None:
-        checkpointer.find(step)
-    return checkpointer
-
-
-def spaces(config, reader=None):
-    """(obs_space, act_space) of the run's game: from the replay when it records them, else the env."""
-    found = getattr(reader, "spaces", None)
-    if callable(found):
-        found = found()
-    if found:
-        return found
-    from dreamer_live.envs import make_env
-
-    env = make_env(lockstep(config))
-    try:
-        return env.obs_space, env.act_space
-    finally:
-        env.close()
-
-
-def lockstep(config):
-    """The config with a built-in game switched to lockstep (a live game keeps its own clock)."""
-    from dreamer_live.envs import is_realtime
-
-    if config.env.name != "live" and is_realtime(config):
-        return config.update({"env.clock": "lockstep", "env.pace_hz": 0.0})
-    return config
-
-
 def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, seed: int):
-    """N sequences of T steps from a replay folder (opened read-only); (batch, reader)."""
+    """N sequences of T steps from a replay folder (opened read-only)."""
     from dreamer_live.replay import Reader
 
     if not replay_dir.is_dir():
@@ -117,15 +36,16 @@ def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, 
     capacity = min(config.replay.capacity, max(VIZ_CAPACITY, 4 * sequences * length))
     reader = Reader(replay_dir, capacity=capacity, seed=seed, prefetch=0,
                     batch=sequences, length=length, readonly=True)
-    if not reader.num_steps:
+    try:
+        if not reader.num_steps:
+            raise UserError(f"replay folder {replay_dir} is empty: run the actor first, or pass --play")
+        if not reader.ready(length):
+            raise UserError(f"replay folder {replay_dir} holds no sequence of {length} steps yet "
+                            f"({reader.num_steps} steps); use a smaller --length")
+        batch = reader.sample(sequences, length)
+    finally:
         reader.close()
-        raise UserError(f"replay folder {replay_dir} is empty: run the actor first, or pass --play")
-    if not reader.ready(length):
-        reader.close()
-        raise UserError(f"replay folder {replay_dir} holds no sequence of {length} steps yet "
-                        f"({reader.num_steps} steps); use a smaller --length")
-    batch = reader.sample(sequences, length)
-    return {k: v for k, v in batch.items() if k not in TICK_KEYS}, reader
+    return {k: v for k, v in batch.items() if k not in TICK_KEYS}
 
 
 def played_batch(config, agent, state, sequences: int, length: int, seed: int) -> dict:
@@ -133,10 +53,10 @@ def played_batch(config, agent, state, sequences: int, length: int, seed: int) -
     import jax
 
     from dreamer_live.actor import make_policy, policy_keys, replay_keys
-    from dreamer_live.envs import make_env
+    from dreamer_live.envs import lockstep_twin, make_env
     from dreamer_live.eval import play
 
-    env = make_env(lockstep(config))
+    env = make_env(lockstep_twin(config))
     try:
         policy = make_policy(agent, "train")
         params = agent.policy_params(state)
@@ -196,16 +116,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from dreamer_live.agent import Agent
 
-    reader = batch = None
     replay_dir = args.replay or args.logdir / "replay"
     if not args.play:
-        batch, reader = replay_batch(config, replay_dir, args.sequences, length, config.seed)
-    try:
-        obs_space, act_space = spaces(config, reader)
-    finally:
-        if reader is not None:
-            reader.close()
-    agent = Agent(config, obs_space, act_space)
+        batch = replay_batch(config, replay_dir, args.sequences, length, config.seed)
+    agent = Agent(config, *spaceslib.of_run(config, replay_dir))
     state, meta = load_state(args.logdir, agent, args.checkpoint, config.seed)
     print(f"viz: checkpoint at {meta.get('updates')} updates; "
           f"{'playing fresh episodes' if args.play else f'sequences from {replay_dir}'}", flush=True)
@@ -221,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out or default_out(args.logdir, meta.get("updates"), args.dream)
     print(f"viz: rendering {batch['is_first'].shape[0]} sequences x {length} steps "
           f"({observe} observed) to {path}", flush=True)
-    errors = render_open_loop(out, observe, path, args.dream, args.fps, args.scale)
+    errors = render.write_open_loop(out, observe, path, args.dream, args.fps, args.scale)
     print(render.error_table(errors, observe))
     print(f"wrote {path}")
     return 0

@@ -203,8 +203,10 @@ def test_lockstep_twin_spans_a_tick_per_step_and_keeps_the_time_cap():
         assert steps == 15 and not obs["is_terminal"] and env.metrics()["game/frame"] == 30
     finally:
         env.close()
-    with pytest.raises(UserError, match="not a real-time built-in game"):
-        lockstep_twin(configlib.resolve(["cartpole"]))
+    cartpole = configlib.resolve(["cartpole"])
+    assert lockstep_twin(cartpole) == cartpole  # already lockstep
+    paced = lockstep_twin(cartpole.update({"env.pace_hz": 50.0, "actor.hz": 25.0}))
+    assert (paced.env.pace_hz, paced.env.action_repeat, paced.actor.hz) == (0.0, 2, 25.0)
 
 
 def test_gymnasium_make_catcher_runs_random_steps():

@@ -40,7 +40,7 @@ def run_dir(tmp_path_factory):
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live import sync
+    from dreamer_live import spaces, sync
     from dreamer_live.agent import Agent
     from dreamer_live.checkpoint import Checkpointer
     from dreamer_live.envs import make_env
@@ -48,6 +48,8 @@ def run_dir(tmp_path_factory):
 
     env = make_env(config)
     rng = np.random.default_rng(0)
+    spaces.save(logdir / "replay", {k: env.obs_space[k] for k in replay_keys(env.obs_space)},
+                env.act_space)  # as the actor does
     with Writer.from_config(config, logdir / "replay") as writer:
         obs = env.reset()
         for _ in range(640):  # the actor's step format, random actions
@@ -183,6 +185,20 @@ def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path
         with Image.open(path) as gif:
             assert gif.size == (IMAGE * 4, IMAGE * 4)
             assert gif.n_frames in [n + 1 for n in lengths]  # the reset frame, then one per step
+
+
+@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+def test_viz_of_a_live_game_run_needs_no_game(run_dir, capsys, tmp_path):
+    """On the learner's machine there is no game window: viz reads the agent's spaces from the
+    replay's spaces.json, as the learner does, and never attaches to the game."""
+    logdir = tmp_path / "live"
+    for part in ("replay", "checkpoint"):
+        shutil.copytree(run_dir / part, logdir / part)
+    cli.logdir_config(logdir, ["debug"], {**OVERRIDES, "env.name": "live",
+                                          "env.profile": "configs/games/supertux.yaml",
+                                          "env.live.display": ":97", "env.live.launch": False})
+    out = viz(logdir, capsys, "--out", str(tmp_path / "live.png"))
+    assert "open-loop error" in out and (tmp_path / "live.png").stat().st_size > 0
 
 
 @pytest.mark.slow  # shares the module's short training run (~30-80 s to build)

@@ -54,15 +54,29 @@ def step_seconds(config) -> float:
 
 
 def lockstep_twin(config):
-    """The config that steps a real-time built-in game's episodes in lockstep instead: the same frames
-    per observation and the same time caps (lockstep counts 1/actor.hz per step)."""
-    name = game_name(config.env.name)
-    if name is None or config.env.clock != "realtime":
-        raise UserError(f"{config.env.name} with clock {config.env.clock} is not a real-time built-in game")
-    from dreamer_live.envs.games import GAMES
+    """The config that steps the configured env's episodes in lockstep, as fast as the CPU allows, with
+    the same frames per observation and the same time caps (lockstep counts 1/actor.hz per step): a
+    real-time game switched to lockstep, a paced env unpaced. A live game (it cannot be stepped) and a
+    lockstep env come back as they are."""
+    env = config.env
+    if env.name == "live" or not is_realtime(config):
+        return config
     hz = tick_hz(config)
-    return config.update({"env.clock": "lockstep", "actor.hz": hz,
-                          "env.action_repeat": max(1, round(GAMES[name].fps / hz))})
+    if env.pace_hz > 0:
+        rate, change = env.pace_hz, {"env.pace_hz": 0.0}
+    else:
+        rate, change = _game_fps(config), {"env.clock": "lockstep"}
+    return config.update({**change, "actor.hz": hz, "env.action_repeat": max(1, round(rate / hz))})
+
+
+def _game_fps(config) -> float:
+    """The frame rate of a built-in or PLE game's own clock."""
+    name = game_name(config.env.name)
+    if name is None:  # a PLE game: its fps option
+        from dreamer_live.ple.adapter import DEFAULT_FPS
+        return float(config.env.kwargs.to_dict().get("fps", DEFAULT_FPS))
+    from dreamer_live.envs.games import GAMES
+    return GAMES[name].fps
 
 
 def _check(config) -> None:
