@@ -55,7 +55,8 @@ def measure(preset: str, obs: str, seconds: float, max_iters: int) -> dict:
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live.actor import make_policy, policy_keys
+    from dreamer_live.actor import make_policy
+    from dreamer_live.steps import policy_keys
     from dreamer_live.agent import Agent
     from dreamer_live.envs import make_env
 

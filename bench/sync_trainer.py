@@ -26,8 +26,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from dreamer_live import cli  # noqa: E402
 from dreamer_live.errors import UserError  # noqa: E402
 
-TICK_KEYS = ("tick_time", "tick_late_ms")
-
 
 def default_train_steps(config, collect: int) -> int:
     """Updates per cycle that match the learner's train ratio (replayed steps per env step), at least 1."""
@@ -47,7 +45,8 @@ class SyncTrainer:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live.actor import make_policy, policy_keys, replay_keys
+        from dreamer_live.actor import make_policy
+        from dreamer_live.steps import policy_keys, replay_keys
         from dreamer_live.agent import Agent
         from dreamer_live.envs import make_env, tick_hz
         from dreamer_live.metrics import Logger
@@ -70,8 +69,8 @@ class SyncTrainer:
             began = time.perf_counter()
             jax.block_until_ready(policy(params, carry, zero, key))
             b, t = config.batch_size, config.batch_length
-            batch = {k: np.zeros((b, t, *s.shape), s.dtype) for k, s in env.obs_space.items()
-                     if not k.startswith("log/")}
+            batch = {k: np.zeros((b, t, *env.obs_space[k].shape), env.obs_space[k].dtype)
+                     for k in replay_keys(env.obs_space)}
             batch["action"] = np.zeros((b, t, agent.act_dim), np.float32)
             jax.block_until_ready(agent.train(state, batch, train_key))
             print(f"sync: policy and train step compiled in {time.perf_counter() - began:.1f}s; "
@@ -122,7 +121,7 @@ class SyncTrainer:
                     for _ in range(self.train):
                         if time.monotonic() - start >= seconds:
                             break
-                        sample = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
+                        sample = reader.sample()
                         train_key, sub = jax.random.split(train_key)
                         state, _ = agent.train(state, sample, sub)
                         jax.block_until_ready(state)  # (async dispatch would overrun the budget)

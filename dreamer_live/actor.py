@@ -20,21 +20,10 @@ from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger, Window
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import StopFlag
+from dreamer_live.steps import policy_keys, replay_keys
 
-FLAG_KEYS = ("reward", "is_first", "is_last", "is_terminal")
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
 SILENT_AFTER_S = 30.0  # the status line warns when the learner has not been heard from this long
-
-
-def policy_keys(obs_space) -> list[str]:
-    """Observation keys the policy reads: every obs key plus is_first (no log/* or episode flags)."""
-    keys = [k for k in obs_space if not k.startswith("log/") and k not in FLAG_KEYS]
-    return keys + ["is_first"]
-
-
-def replay_keys(obs_space) -> list[str]:
-    """Observation keys stored in replay: everything but the env's log/* diagnostics."""
-    return [k for k in obs_space if not k.startswith("log/")]
 
 
 class CompileWatch:

@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw
 from dreamer_live import cli, render, spaces as spaceslib
 from dreamer_live.checkpoint import check_checkpoint, checkpoint_step, load_state
 from dreamer_live.errors import UserError
+from dreamer_live.steps import policy_keys, replay_keys
 
 SOURCES = ("auto", "params", "checkpoint")
 
@@ -140,7 +141,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live.actor import make_policy, policy_keys, replay_keys
+    from dreamer_live.actor import make_policy
     from dreamer_live.agent import Agent
     from dreamer_live.envs import is_realtime, tick_hz
     from dreamer_live.metrics import Logger

@@ -21,7 +21,6 @@ from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger
 from dreamer_live.process import StopFlag, learner_threads, share_cpu
 
-TICK_KEYS = ("tick_time", "tick_late_ms")  # replay bookkeeping, not training data
 
 
 def steps_written(replay_dir: pathlib.Path) -> int:
@@ -160,7 +159,7 @@ class Learner:
                     self.stop.wait(0.05)  # ahead of the data: wait for the actor, never slow it
                     window["waited"] += time.monotonic() - waited
                 else:
-                    batch = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
+                    batch = reader.sample()
                     key, sub = jax.random.split(key)
                     state, metrics = agent.train(state, batch, sub)
                     # Fetching the metrics waits for the update: counts finished updates, not queued
@@ -209,7 +208,7 @@ class Learner:
             return  # the previous one is still rendering (matplotlib: one at a time)
         length = self.config.batch_length
         observe = max(1, min(self.config.run.video_observe, length - 1))
-        batch = {k: v for k, v in reader.sample().items() if k not in TICK_KEYS}
+        batch = reader.sample()
         out = jax.device_get(agent.report(state, batch, observe=observe))
         path = self.logdir / "videos" / f"openloop_{self.updates:08d}"
 

@@ -18,10 +18,10 @@ import sys
 import numpy as np
 
 from dreamer_live import cli, render, spaces as spaceslib
+from dreamer_live.steps import policy_keys, replay_keys
 from dreamer_live.checkpoint import check_checkpoint, load_state
 from dreamer_live.errors import UserError
 
-TICK_KEYS = ("tick_time", "tick_late_ms")  # replay bookkeeping, not model input
 DEFAULT_OBSERVE = 5
 VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
 
@@ -45,14 +45,14 @@ def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, 
         batch = reader.sample(sequences, length)
     finally:
         reader.close()
-    return {k: v for k, v in batch.items() if k not in TICK_KEYS}
+    return batch
 
 
 def played_batch(config, agent, state, sequences: int, length: int, seed: int) -> dict:
     """N fresh sequences of up to T steps played with the policy (lockstep for built-in games)."""
     import jax
 
-    from dreamer_live.actor import make_policy, policy_keys, replay_keys
+    from dreamer_live.actor import make_policy
     from dreamer_live.envs import lockstep_twin, make_env
     from dreamer_live.eval import play
 

@@ -33,7 +33,8 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
-    from dreamer_live.actor import random_action, replay_keys
+    from dreamer_live.actor import random_action
+    from dreamer_live.steps import replay_keys
 
     logdir = tmp_path_factory.mktemp("viz") / "run"
     config = cli.logdir_config(logdir, ["debug"], OVERRIDES)
@@ -64,7 +65,7 @@ def run_dir(tmp_path_factory):
     key = jax.random.PRNGKey(1)
     with Reader.from_config(config, logdir / "replay") as reader:
         for _ in range(TRAIN_STEPS):
-            batch = {k: v for k, v in reader.sample().items() if k not in ("tick_time", "tick_late_ms")}
+            batch = reader.sample()
             key, sub = jax.random.split(key)
             state, _ = agent.train(state, batch, sub)
     Checkpointer(logdir / "checkpoint").save(state, {"updates": TRAIN_STEPS, "env_steps": 640})

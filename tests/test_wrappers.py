@@ -11,7 +11,7 @@ from dreamer_live.envs import apply_wrappers
 from dreamer_live.envs.base import Env, step_spaces
 from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.wrappers import (ActionRepeat, DeathZone, FrameStack, Milestones, Resize,
-                                        Stagnation, TeleportDeath, TimeCap, strip_log)
+                                        Stagnation, TeleportDeath, TimeCap)
 from dreamer_live.errors import UserError
 
 
@@ -264,10 +264,9 @@ def test_progress_wrappers_need_a_progress_key_the_env_gives():
         env.reset()
 
 
-def test_defaults_apply_no_wrapper_and_log_keys_strip():
+def test_defaults_apply_no_wrapper():
     env = ScriptedEnv([0, 1])
     assert apply_wrappers(env, configlib.defaults()) is env
-    assert set(strip_log(env.reset())) == {"vector", "reward", "is_first", "is_last", "is_terminal"}
 
 
 # --- real-time runner -----------------------------------------------------------------------------------

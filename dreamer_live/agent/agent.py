@@ -11,7 +11,7 @@ import optax
 from dreamer_live.agent import behavior, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
-from dreamer_live.envs.base import STEP_KEYS
+from dreamer_live import steps
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32
@@ -28,9 +28,8 @@ def global_norm(tree):
 
 
 def _check_spaces(obs_space, act_space):
-    for key, space in obs_space.items():
-        if key in STEP_KEYS:
-            continue
+    for key in steps.game_keys(obs_space):
+        space = obs_space[key]
         if len(space.shape) == 3 and np.dtype(space.dtype) != np.uint8:
             raise UserError(f"image observation '{key}' must be uint8 [H, W, C], got {space.dtype}")
         if len(space.shape) not in (0, 1, 3):
@@ -62,7 +61,7 @@ class Agent:
         self.act_dim = self.ac.act_dim
         self.discrete = self.ac.discrete
         self.obs_keys = self.wm.image_keys + self.wm.vector_keys
-        self.batch_keys = self.obs_keys + ("action", "reward", "is_first", "is_last", "is_terminal")
+        self.batch_keys = steps.training_keys(self.obs_keys)
         self.opt = optim.make(cfg.opt)
         self.lr = optim.schedule(cfg.opt.lr, cfg.opt.warmup)
         self.scales = dict(cfg.loss_scales)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from dreamer_live.agent import dists, rssm as rssmlib
 from dreamer_live.agent.nets import Decoder, Encoder, Head
-from dreamer_live.envs.base import STEP_KEYS
+from dreamer_live import steps
 
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
@@ -18,10 +18,8 @@ sg = jax.lax.stop_gradient
 def split_obs_keys(obs_space) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(image keys, vector keys) of an obs space; the reward and episode flags are not model inputs."""
     images, vectors = [], []
-    for key, space in sorted(obs_space.items()):
-        if key in STEP_KEYS:
-            continue
-        (images if len(space.shape) == 3 else vectors).append(key)
+    for key in sorted(steps.game_keys(obs_space)):
+        (images if len(obs_space[key].shape) == 3 else vectors).append(key)
     return tuple(images), tuple(vectors)
 
 

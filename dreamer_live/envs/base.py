@@ -22,13 +22,10 @@ import abc
 import gymnasium
 import numpy as np
 
-STEP_KEYS = ("reward", "is_first", "is_last", "is_terminal")
-
-
 class Env(abc.ABC):
     """A game as the actor sees it: reset, act, observe, close."""
 
-    obs_space: dict[str, gymnasium.spaces.Box]  # observation keys plus STEP_KEYS
+    obs_space: dict[str, gymnasium.spaces.Box]  # observation keys plus steps.FLAG_KEYS
     act_space: gymnasium.spaces.Space  # Discrete(n) or Box(low, high, (d,))
 
     @abc.abstractmethod

@@ -32,14 +32,9 @@ from PIL import Image
 
 from dreamer_live.envs.base import Env
 from dreamer_live.errors import UserError
+from dreamer_live.steps import LOG_PREFIX, is_log
 
-LOG_PREFIX = "log/"
 DEATH_AT = LOG_PREFIX + "death_at"
-
-
-def strip_log(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The observation without its `log/` keys (what the agent and replay get)."""
-    return {k: v for k, v in obs.items() if not k.startswith(LOG_PREFIX)}
 
 
 def _flag(obs: dict, key: str) -> bool:
@@ -241,7 +236,7 @@ class ProgressWrapper(Wrapper):
         try:
             return float(obs[self.key])
         except KeyError:
-            given = ", ".join(k for k in obs if k.startswith(LOG_PREFIX)) or "none"
+            given = ", ".join(k for k in obs if is_log(k)) or "none"
             raise UserError(f"env.progress_key: observations have no '{self.key}' "
                             f"(log/ keys given: {given})") from None
 

@@ -17,6 +17,7 @@ import numpy as np
 import zstandard
 
 from dreamer_live.replay.chunk import ChunkName
+from dreamer_live.steps import is_trained
 
 BLOCK_STEPS = 16  # steps per compressed block
 BLOCK_MIN_BYTES = 1024  # arrays with at least this many bytes per step are block-compressed
@@ -61,8 +62,11 @@ class StoredChunk:
         """Copy steps [start, stop) of this chunk into out[key][row, col:col + stop - start]."""
         end = col + stop - start
         for key, array in self.raw.items():
-            out[key][row, col:end] = array[start:stop]
+            if key in out:
+                out[key][row, col:end] = array[start:stop]
         for key, blocks in self.blocks.items():
+            if key not in out:
+                continue
             shape, dtype = self.spec[key]
             delta = dtype.kind in "iu"
             pos = col
@@ -146,8 +150,8 @@ class Table:
 
     def sample(self, rng: np.random.Generator, batch: int, length: int, recency: float = 0.0,
                window: int = 0) -> dict[str, np.ndarray]:
-        """Draw `batch` sequences uniformly over valid starts; a `recency` share of them starts in
-        chunks overlapping the newest `window` steps loaded."""
+        """Draw `batch` sequences uniformly over valid starts (training keys only, see steps.py); a
+        `recency` share of them starts in chunks overlapping the newest `window` steps loaded."""
         counts = self.counts(length)
         n_recent = int(round(recency * batch)) if recency > 0 else 0
         picks = []
@@ -166,7 +170,7 @@ class Table:
         """Sequences of `length` steps starting at (chunk, offset) pairs, following each run."""
         spec = self.chunks[0].spec
         out = {k: np.empty((len(chunk_index), length, *shape), dtype)
-               for k, (shape, dtype) in spec.items()}
+               for k, (shape, dtype) in spec.items() if is_trained(k)}
         for row, (index, offset) in enumerate(zip(chunk_index, offsets)):
             col, index, offset = 0, int(index), int(offset)
             while col < length:

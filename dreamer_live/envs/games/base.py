@@ -17,6 +17,7 @@ import numpy as np
 
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
 from dreamer_live.errors import UserError
+from dreamer_live.steps import LOG_PREFIX
 
 # Key names games may use in their `actions` table. Letters ("a".."z") are also allowed.
 KEY_NAMES = ("left", "right", "up", "down", "jump")
@@ -275,7 +276,7 @@ class GameEnv(Env):
         out["is_last"] = np.array(over, bool)
         out["is_terminal"] = np.array(over, bool)
         for name, value in game.exported.items():  # progress values for the wrappers; not model inputs
-            out[f"log/{name}"] = np.array(value, np.float32)
+            out[LOG_PREFIX + name] = np.array(value, np.float32)
         self._reward, self._first = 0.0, False
         return out
 

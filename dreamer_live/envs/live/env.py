@@ -32,8 +32,8 @@ from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_pro
 from dreamer_live.envs.live.profile import Profile, ValueSpec, nearest
 from dreamer_live.envs.live.window import open_windows
 from dreamer_live.errors import UserError
+from dreamer_live.steps import LOG_PREFIX
 
-LOG = "log/"
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
 CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
 FOCUS_POLICIES = ("wait", "refocus", "ignore")
@@ -224,7 +224,7 @@ class LiveEnv(Env):
             out["image"] = image
         if "vector" in self.obs_space:
             out["vector"] = np.array([values[n] for n in self.profile.vector], np.float32)
-        out.update({LOG + n: np.array(v, np.float32) for n, v in values.items()})
+        out.update({LOG_PREFIX + n: np.array(v, np.float32) for n, v in values.items()})
         out["reward"] = np.array(reward, np.float32)
         out["is_first"], out["is_last"] = np.array(first), np.array(last)
         out["is_terminal"] = np.array(terminal)

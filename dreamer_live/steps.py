@@ -1,0 +1,52 @@
+"""The step schema: which keys an observation carries, which the policy reads, which replay stores and
+which training uses.
+
+    observation   the game's keys (`vector`, `image`, ...), the FLAG_KEYS, and `log/*` bookkeeping
+    policy        the game's keys and is_first (to reset its carry)
+    replay        the observation without `log/*`, plus ACTION and the actor's TICK_KEYS
+    training      replay without the TICK_KEYS (the reader samples only these)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+FLAG_KEYS = ("reward", "is_first", "is_last", "is_terminal")  # every observation carries these
+LOG_PREFIX = "log/"  # env bookkeeping (progress values for the wrappers, metrics): never stored
+ACTION = "action"
+TICK_KEYS = ("tick_time", "tick_late_ms")  # when each tick began and how late: stored, not trained on
+
+
+def is_log(key: str) -> bool:
+    """Whether an observation key is env bookkeeping (`log/*`)."""
+    return key.startswith(LOG_PREFIX)
+
+
+def game_keys(keys: Iterable[str]) -> list[str]:
+    """The game's own observation keys: no flags, no `log/*`, no action or tick keys."""
+    return [k for k in keys if not is_log(k) and k not in FLAG_KEYS + TICK_KEYS + (ACTION,)]
+
+
+def policy_keys(obs_space) -> list[str]:
+    """Observation keys the policy reads: the game's keys plus is_first."""
+    return game_keys(obs_space) + ["is_first"]
+
+
+def replay_keys(obs_space) -> list[str]:
+    """Observation keys stored in replay: everything but `log/*` (ACTION and TICK_KEYS are added)."""
+    return [k for k in obs_space if not is_log(k)]
+
+
+def training_keys(obs_keys: Iterable[str]) -> tuple[str, ...]:
+    """What a training batch holds: the model's observation keys, the action and the flags."""
+    return (*obs_keys, ACTION, *FLAG_KEYS)
+
+
+def is_trained(key: str) -> bool:
+    """Whether a stored replay key is training data (the tick keys are only bookkeeping)."""
+    return key not in TICK_KEYS
+
+
+def without_log(obs: dict) -> dict:
+    """The observation without its `log/*` keys."""
+    return {k: v for k, v in obs.items() if not is_log(k)}
