@@ -25,7 +25,6 @@ import pytest
 from dreamer_live import cli, spaces, steps, sync
 from dreamer_live import metrics as metricslib
 from dreamer_live.envs import make_env
-from dreamer_live.pacer import Pacer
 from dreamer_live.replay import Reader
 from dreamer_live.replay.chunk import list_chunks
 
@@ -269,24 +268,6 @@ def test_second_actor_start_hits_the_compile_cache(tmp_path):
     assert runs[0] and runs[1] == runs[0]  # nothing new compiled (and cached) the second time
     assert second["actor/compile_cache_hits"] >= len([n for n in runs[0] if n.endswith("-cache")])
     assert second["actor/compiles"] < first["actor/compiles"]
-
-
-def test_pacer_counts_lateness_and_keeps_the_grid():
-    now = [0.0]
-
-    def clock():  # a fake clock that moves 10 us per reading, so the final spin ends
-        now[0] += 1e-5
-        return now[0]
-
-    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))
-    pacer.start()
-    assert pacer.wait() < 0.1  # due at once
-    now[0] += 0.02  # a quick tick: sleeps to the next deadline, 0.1 s after the start
-    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.1, abs=1e-3)
-    now[0] += 0.25  # an overrun of 2.5 periods: late by 150 ms, the slot at 0.2 s is skipped
-    assert pacer.wait() == pytest.approx(150.0, abs=1.0)
-    assert (pacer.late, pacer.missed, pacer.ticks) == (1, 1, 3)
-    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.4, abs=1e-3)  # back on the grid
 
 
 def test_run_starts_both_and_forwards_sigterm(tmp_path):

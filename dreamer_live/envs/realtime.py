@@ -4,7 +4,7 @@ A background thread steps the wrapped env every 1/hz s of wall time with the act
 keys are held); `observe` returns the latest observation with the reward of every step since the previous
 observe. When an episode ends the world stops on its last observation until `reset`. The agent's tick
 rate (actor.hz) is independent of env.pace_hz: a slow agent misses steps, exactly as in a live game.
-(Not to be confused with dreamer_live.pacer.Pacer, the actor's tick scheduler.)
+The thread keeps time with dreamer_live.pacer.Pacer, the clock of every real-time loop.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from dreamer_live.envs.base import Env
 from dreamer_live.envs.wrappers import Wrapper
+from dreamer_live.pacer import CATCH_UP_S, Pacer
 
 
 def neutral_action(space: gymnasium.spaces.Space) -> np.ndarray:
@@ -31,12 +32,11 @@ def neutral_action(space: gymnasium.spaces.Space) -> np.ndarray:
 class RealtimeRunner(Wrapper):
     """Steps a lockstep env at `hz` on the wall clock in a background thread, acted on or not."""
 
-    def __init__(self, env: Env, hz: float, skip_after: float = 0.25):
+    def __init__(self, env: Env, hz: float):
         super().__init__(env)
         if hz <= 0:
             raise ValueError("RealtimeRunner needs hz > 0")
-        self.period = 1.0 / float(hz)
-        self.skip_after = float(skip_after)  # fallen this far behind: skip steps instead of bursting
+        self._pacer = Pacer(hz, spin_s=0.0, catch_up_s=CATCH_UP_S)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -45,8 +45,7 @@ class RealtimeRunner(Wrapper):
         self._latest: dict[str, np.ndarray] | None = None
         self._reward = 0.0
         self._done = False
-        self._next = time.monotonic()
-        self._steps = self._skipped = 0
+        self._steps = 0
         self._rate_mark = (time.monotonic(), 0)
 
     def reset(self) -> dict[str, np.ndarray]:
@@ -56,7 +55,7 @@ class RealtimeRunner(Wrapper):
             obs = self.env.reset()
             self._latest, self._reward, self._done = obs, 0.0, bool(obs["is_last"])
             self._action = neutral_action(self.act_space)
-            self._next = time.monotonic() + self.period
+            self._pacer.start(delay=self._pacer.period)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="realtime-runner", daemon=True)
             self._thread.start()
@@ -84,7 +83,7 @@ class RealtimeRunner(Wrapper):
         the wrapped env's."""
         now = time.monotonic()
         with self._lock:
-            inner, steps, skipped = self.env.metrics(), self._steps, self._skipped
+            inner, steps, skipped = self.env.metrics(), self._steps, self._pacer.missed
         then, then_steps = self._rate_mark
         self._rate_mark = (now, steps)
         rate = (steps - then_steps) / (now - then) if now > then else 0.0
@@ -104,11 +103,10 @@ class RealtimeRunner(Wrapper):
 
     def _run(self) -> None:
         try:
-            while not self._stop.is_set():
-                wait = self._next - time.monotonic()
-                if wait > 0:
-                    self._stop.wait(wait)
-                    continue
+            while True:
+                self._pacer.wait(self._stop)
+                if self._stop.is_set():
+                    return
                 with self._lock:
                     if not self._done:
                         obs = self.env.step(self._action)
@@ -116,11 +114,5 @@ class RealtimeRunner(Wrapper):
                         self._reward += float(obs["reward"])
                         self._done = bool(obs["is_last"])
                         self._steps += 1
-                    self._next += self.period
-                    behind = time.monotonic() - self._next
-                    if behind > self.skip_after:
-                        skipped = int(behind / self.period)
-                        self._skipped += skipped
-                        self._next += skipped * self.period
         except BaseException as e:  # surfaced on the agent's next call
             self._error = e

@@ -12,10 +12,11 @@ A PLE game of your own (dreamer_live.ple) runs as `gymnasium.make("dreamer_live/
 from __future__ import annotations
 
 import re
-import time
 
 import gymnasium
 import numpy as np
+
+from dreamer_live.pacer import Pacer
 
 NAMESPACE = "dreamer_live"
 PLE_ID = f"{NAMESPACE}/PLE-v0"
@@ -60,8 +61,8 @@ class GameGymEnv(gymnasium.Env):
         self.observation_space = spaces[keys[0]] if len(keys) == 1 else gymnasium.spaces.Dict(spaces)
         self.action_space = gymnasium.spaces.Discrete(self._env.act_space.n)
         self.metadata = {**self.metadata, "render_fps": self._game.fps}
-        self._step_seconds = frame_skip / self._game.fps if clock == "realtime" else 0.0
-        self._last_step = time.monotonic()
+        # real time: one step per frame_skip game frames of wall time
+        self._pacer = Pacer(self._game.fps / frame_skip, spin_s=0.0) if clock == "realtime" else None
         self._frame: np.ndarray | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -70,17 +71,15 @@ class GameGymEnv(gymnasium.Env):
         if seed is not None:
             self._game.rng = np.random.default_rng(seed)
         obs = self._env.reset()
-        self._last_step = time.monotonic()
+        if self._pacer is not None:
+            self._pacer.start(delay=self._pacer.period)
         return self._split(obs), {}
 
     def step(self, action):
         """Hold the action for one step; return (obs, reward, terminated, truncated, info)."""
         self._env.act(int(action))
-        if self._step_seconds:
-            wait = self._last_step + self._step_seconds - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        self._last_step = time.monotonic()
+        if self._pacer is not None:
+            self._pacer.wait()
         obs = self._env.observe()
         terminated = bool(obs["is_terminal"])
         truncated = bool(obs["is_last"]) and not terminated

@@ -17,6 +17,7 @@ import numpy as np
 
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
 from dreamer_live.errors import UserError
+from dreamer_live.pacer import CATCH_UP_S, Pacer
 from dreamer_live.steps import LOG_PREFIX
 
 # Key names games may use in their `actions` table. Letters ("a".."z") are also allowed.
@@ -184,7 +185,8 @@ class GameEnv(Env):
         self._reward = 0.0
         self._first = False
         self._frames = 0  # frames advanced since the env was made (all episodes)
-        self._late_frames = 0  # real time: frames skipped because the thread fell behind
+        # real time: a game frame every 1/fps s; far behind (a stalled machine), frames are skipped
+        self._pacer = Pacer(game.fps, spin_s=0.0, catch_up_s=CATCH_UP_S)
         self._rate_mark = (time.monotonic(), 0)
         self._stop = threading.Event()
         self._thread = None
@@ -233,7 +235,7 @@ class GameEnv(Env):
         """game/frame (frames since the env was made), game/fps (measured since the last call), ..."""
         now = time.monotonic()
         with self._lock:
-            frames, late = self._frames, self._late_frames
+            frames, late = self._frames, self._pacer.missed
             released = self.clock == "realtime" and self._released(now)
             score, episode_frame = self.game.score, self.game.frame
         then, then_frames = self._rate_mark
@@ -294,25 +296,16 @@ class GameEnv(Env):
 
     def _run(self) -> None:
         """Real-time clock: one game frame every 1/fps s of wall time, acted on or not."""
-        period = 1.0 / self.game.fps
-        next_time = time.monotonic()
-        while not self._stop.is_set():
-            now = time.monotonic()
-            if now < next_time:
-                self._stop.wait(next_time - now)
-                continue
+        while True:
+            self._pacer.wait(self._stop)
+            if self._stop.is_set():
+                return
             with self._lock:
                 if self._started and not self.game.game_over:
-                    keys = frozenset() if self._released(now) else self._keys
+                    keys = frozenset() if self._released(time.monotonic()) else self._keys
                     self._advance_locked(keys)
                 if self.window and self._started:
                     self._show_locked()
-            next_time += period
-            behind = time.monotonic() - next_time
-            if behind > 0.25:  # fell far behind (machine stalled): skip ahead instead of bursting frames
-                skipped = int(behind / period)
-                self._late_frames += skipped
-                next_time += skipped * period
 
 
 def standalone_main(game_cls: type[Game], argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from dreamer_live import cli
 from dreamer_live.atomic import write_atomic
 from dreamer_live.envs.games.base import window_scale
 from dreamer_live.errors import UserError
+from dreamer_live.pacer import CATCH_UP_S, Pacer
 
 # Game key name -> X keysym name (what a live-game backend sends to press that key).
 X_KEYSYMS = {"left": "Left", "right": "Right", "up": "Up", "down": "Down", "jump": "space"}
@@ -188,8 +189,7 @@ def _run(game_cls, argv: list[str] | None) -> int:
             print(f"{game.name}: logging reward events to {args.score_log}", flush=True)
         keymap = pygame_keymap(pygame)
         held: set[str] = set()
-        period = 1.0 / game.fps
-        next_time = time.monotonic()
+        pacer = Pacer(game.fps, spin_s=0.0, catch_up_s=CATCH_UP_S)
         over_since = None
         print(f"{game.name}: playing at {game.fps} fps (window: {args.window}); Esc quits", flush=True)
         while not stop:
@@ -233,12 +233,7 @@ def _run(game_cls, argv: list[str] | None) -> int:
             game.draw(surface)
             pygame.transform.scale(surface, screen.get_size(), screen)
             pygame.display.flip()
-            next_time += period
-            delay = next_time - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -0.25:  # stalled: resynchronise instead of racing to catch up
-                next_time = time.monotonic()
+            pacer.wait()
         print(f"{game.name}: stopped ({stop[0] if stop else 'duration'}), score {game.score:g}",
               flush=True)
         if log is not None:

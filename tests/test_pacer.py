@@ -1,0 +1,55 @@
+"""The one real-time clock (dreamer_live.pacer.Pacer): deadlines, lateness, skipping and catching up,
+on a fake clock for the arithmetic and on the wall clock for a stop while waiting."""
+
+import threading
+import time
+
+import pytest
+
+from dreamer_live.pacer import Pacer
+
+
+def fake_time():
+    """A clock that moves 10 us per reading (so a spin ends) and a sleep that advances it."""
+    now = [0.0]
+
+    def clock():
+        now[0] += 1e-5
+        return now[0]
+
+    return now, clock, lambda s: now.__setitem__(0, now[0] + s)
+
+
+def test_pacer_counts_lateness_and_keeps_the_grid():
+    now, clock, sleep = fake_time()
+    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=sleep)
+    pacer.start()
+    assert pacer.wait() < 0.1  # due at once
+    now[0] += 0.02  # a quick tick: sleeps to the next deadline, 0.1 s after the start
+    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.1, abs=1e-3)
+    now[0] += 0.25  # an overrun of 2.5 periods: late by 150 ms, the slot at 0.2 s is skipped
+    assert pacer.wait() == pytest.approx(150.0, abs=1.0)
+    assert (pacer.late, pacer.missed, pacer.ticks) == (1, 1, 3)
+    assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.4, abs=1e-3)  # back on the grid
+
+
+def test_a_game_clock_catches_up_a_short_stall_and_skips_a_long_one():
+    now, clock, sleep = fake_time()
+    pacer = Pacer(10.0, spin_s=0.0, catch_up_s=0.25, clock=clock, sleep=sleep)
+    pacer.start()
+    pacer.wait()
+    now[0] += 0.2  # 0.1 s behind: within catch-up, the missed frame runs at once, nothing skipped
+    assert pacer.wait() == pytest.approx(100.0, abs=1.0)
+    assert pacer.wait() == pytest.approx(0.0, abs=1.0) and pacer.missed == 0
+    now[0] += 1.0  # a stall of 10 periods: the slots are skipped, back on the grid
+    pacer.wait()
+    assert pacer.missed == 9 and pacer.wait() < 0.1
+    assert now[0] == pytest.approx(1.3, abs=1e-3)  # the slot after the skipped 0.4 .. 1.2
+
+
+def test_a_stop_ends_the_wait_at_once():
+    pacer, stop = Pacer(0.1), threading.Event()  # the next tick would be due in 10 s
+    pacer.start(delay=10.0)
+    threading.Timer(0.05, stop.set).start()
+    began = time.monotonic()
+    assert pacer.wait(stop) == 0.0 and time.monotonic() - began < 5.0 and pacer.ticks == 0
