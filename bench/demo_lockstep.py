@@ -44,10 +44,10 @@ def main(argv: list[str]) -> int:
     import jax
     import jax.numpy as jnp
 
-    from dreamer_live.actor import make_policy
-    from dreamer_live.steps import policy_keys
+    from dreamer_live.actor_core import make_policy
     from dreamer_live.agent import Agent, rssm as rssmlib
     from dreamer_live.agent.dists import symlog
+    from dreamer_live.steps import policy_keys
 
     env = make_env(config)
     agent = Agent(config, env.obs_space, env.act_space)

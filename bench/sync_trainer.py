@@ -45,8 +45,7 @@ class SyncTrainer:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live.actor import make_policy
-        from dreamer_live.steps import policy_keys, replay_keys
+        from dreamer_live.actor_core import ActorCore
         from dreamer_live.agent import Agent
         from dreamer_live.envs import make_env, tick_hz
         from dreamer_live.metrics import Logger
@@ -58,19 +57,16 @@ class SyncTrainer:
         writer = reader = None
         try:
             agent = Agent(config, env.obs_space, env.act_space)
-            pkeys, rkeys = policy_keys(env.obs_space), replay_keys(env.obs_space)
             key = jax.random.PRNGKey(config.seed)
             key, init_key, train_key = jax.random.split(key, 3)
             state = agent.init(init_key)
             params = jax.device_put(jax.device_get(agent.policy_params(state)))
-            policy = make_policy(agent, config.actor.mode)
-            carry = agent.initial_carry(1)
-            zero = {k: np.zeros((1, *env.obs_space[k].shape), env.obs_space[k].dtype) for k in pkeys}
+            core = ActorCore(agent, config.actor.mode, params, key)
             began = time.perf_counter()
-            jax.block_until_ready(policy(params, carry, zero, key))
+            core.warm(params)
             b, t = config.batch_size, config.batch_length
-            batch = {k: np.zeros((b, t, *env.obs_space[k].shape), env.obs_space[k].dtype)
-                     for k in replay_keys(env.obs_space)}
+            batch = {k: np.zeros((b, t, *space.shape), space.dtype)
+                     for k, space in agent.obs_space.items() if k in agent.batch_keys}
             batch["action"] = np.zeros((b, t, agent.act_dim), np.float32)
             jax.block_until_ready(agent.train(state, batch, train_key))
             print(f"sync: policy and train step compiled in {time.perf_counter() - began:.1f}s; "
@@ -93,16 +89,11 @@ class SyncTrainer:
                     late_ms = pacer.wait()
                     tick_time = time.time()
                     obs = env.reset() if need_reset else env.observe()
-                    inputs = {k: np.asarray(obs[k])[None] for k in pkeys}
-                    carry, action, key = policy(params, carry, inputs, key)
-                    action = np.asarray(action, np.float32)[0]
+                    action = core.select_action(obs)
                     is_last = bool(obs["is_last"])
                     if not is_last:
                         env.act(action)
-                    step = {k: obs[k] for k in rkeys}
-                    step.update(action=action, tick_time=np.float64(tick_time),
-                                tick_late_ms=np.float32(late_ms))
-                    writer.add(step)
+                    writer.add(core.replay_step(obs, action, tick_time, late_ms))
                     steps += 1
                     if not obs["is_first"]:
                         ep_return += float(obs["reward"])
@@ -126,7 +117,7 @@ class SyncTrainer:
                         state, _ = agent.train(state, sample, sub)
                         jax.block_until_ready(state)  # (async dispatch would overrun the budget)
                         done += 1
-                    params = jax.device_put(jax.device_get(agent.policy_params(state)))
+                    core.update(jax.device_put(jax.device_get(agent.policy_params(state))))
                 updates += done
                 cycles += 1
                 train_s = time.monotonic() - train_began

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import collections
 import pathlib
-import threading
 import time
 
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
+from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger, Window
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import StopFlag
-from dreamer_live.steps import policy_keys, replay_keys
+from dreamer_live.steps import replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
 SILENT_AFTER_S = 30.0  # the status line warns when the learner has not been heard from this long
@@ -54,70 +54,15 @@ class CompileWatch:
         self._hit = False
 
 
-class PolicyParams:
-    """The parameters the tick uses: swapped in O(1) after a background thread has readied them."""
-
-    def __init__(self, client, initial, warm, stop: StopFlag):
-        self.client = client
-        self.current = (0, initial)  # (version, device params); read once per tick
-        self._warm = warm  # runs the policy once on new params, so any compile happens here
-        self._stop = stop
-        self._thread = threading.Thread(target=self._watch, name="param-swap", daemon=True)
-
-    def start(self) -> PolicyParams:
-        """Start watching the sync client for new versions."""
-        self._thread.start()
-        return self
-
-    def _watch(self) -> None:
-        import jax
-
-        while not self._stop.wait(0.1):
-            loaded = self.client.current  # params and version together
-            version, params = loaded.version, loaded.params
-            if version <= self.current[0]:
-                continue
-            try:
-                params = jax.block_until_ready(jax.device_put(params))
-                self._warm(params)
-            except Exception as e:  # a bad version leaves the old parameters in use
-                print(f"actor: ignoring parameter version {version}: {e}", flush=True)
-                self.current = (version, self.current[1])
-                continue
-            self.current = (version, params)
-
-
-def make_policy(agent, mode: str):
-    """Jitted tick policy: (params, carry, obs, key) -> (carry, action, next key), one dispatch."""
-    import jax
-
-    def step(params, carry, obs, key):
-        key, sub = jax.random.split(key)
-        carry, action, _ = agent.policy(params, carry, obs, sub, mode)
-        return carry, action, key
-
-    return jax.jit(step)
-
-
-def random_action(act_space, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random action in the agent's format (one-hot or [-1, 1])."""
-    if hasattr(act_space, "n"):
-        action = np.zeros(int(act_space.n), np.float32)
-        action[rng.integers(int(act_space.n))] = 1.0
-        return action
-    return rng.uniform(-1, 1, act_space.shape).astype(np.float32)
-
-
 def run_actor(config, logdir: pathlib.Path) -> int:
     """Play until actor.steps / actor.duration / a stop signal; always release keys and flush replay."""
     stop = StopFlag("actor").install()
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live import sync
+    from dreamer_live import transport
     from dreamer_live.agent import Agent
-    from dreamer_live.envs import make_env, tick_hz
-    from dreamer_live.replay import Writer
+    from dreamer_live.envs import make_env
 
     cfg = config.actor
     watch = CompileWatch()
@@ -128,36 +73,27 @@ def run_actor(config, logdir: pathlib.Path) -> int:
         env = make_env(config)
         opened.append(env)
         agent = Agent(config, env.obs_space, env.act_space)
-        pkeys, rkeys = policy_keys(env.obs_space), replay_keys(env.obs_space)
-        spaceslib.save(logdir / "replay", {k: env.obs_space[k] for k in rkeys}, env.act_space)
+        spaceslib.save(logdir / "replay", {k: env.obs_space[k] for k in replay_keys(env.obs_space)},
+                       env.act_space)
         key = jax.random.PRNGKey(config.seed + 7919 * cfg.id)
         key, init_key = jax.random.split(key)
         # Plain device arrays (no weak types), so published params hit the same compiled policy.
         initial = jax.device_put(jax.device_get(agent.policy_params(agent.init(init_key))))
-        policy = make_policy(agent, cfg.mode)
-        zero_obs = {k: np.zeros((1, *env.obs_space[k].shape), env.obs_space[k].dtype) for k in pkeys}
-
-        def warm(params):
-            jax.block_until_ready(policy(params, agent.initial_carry(1), zero_obs, key))
-
+        core = ActorCore(agent, cfg.mode, initial, key)
         began = time.perf_counter()
-        warm(initial)
+        core.warm(initial)
         warmup_s = time.perf_counter() - began
         logger.message(f"actor {cfg.id}: policy ready in {warmup_s:.2f}s ({watch.compiles} compiled, "
                        f"{watch.cache_hits} from the compile cache); writing {logdir / 'replay'}, "
                        f"metrics {logdir / 'metrics.jsonl'}")
-        compiles_at_start = watch.compiles
-        writer = Writer.from_config(config, logdir / "replay", writer_id=cfg.id)
-        opened.append(writer)  # its close() writes the partial chunk
-        client = sync.Client(logdir / "params", initial, sync.model_hash(config),
-                             interval=cfg.param_interval).start()
-        opened.append(client)
-        params = PolicyParams(client, initial, warm, stop).start()
+        sink = transport.replay_sink(config, logdir, cfg.id)
+        opened.append(sink)  # its close() writes the partial chunk
+        # Each new version is warmed on the source's thread: any compile happens off the tick.
+        source = transport.variable_source(config, logdir, initial, on_update=core.warm)
+        opened.append(source)
         logger.write(0, {"actor/warmup_s": warmup_s, "actor/compiles": watch.compiles,
                          "actor/compile_cache_hits": watch.cache_hits})
-
-        loop = TickLoop(cfg, tick_hz(config), env, policy, params, agent.initial_carry(1), key,
-                        pkeys, rkeys, writer, logger, watch, compiles_at_start, config.run.log_every)
+        loop = TickLoop(config, env, core, source, sink, logger, watch)
         try:
             loop.run(stop)
         except KeyboardInterrupt:
@@ -167,7 +103,7 @@ def run_actor(config, logdir: pathlib.Path) -> int:
                    f"{loop.episodes} episodes, {loop.pacer.late} late ticks; replay flushed to "
                    f"{logdir / 'replay'}")
     finally:
-        stop.event.set()  # ends the parameter-swap thread
+        stop.event.set()
         try:
             close_all(opened)
         finally:
@@ -190,17 +126,18 @@ def close_all(resources) -> None:
 
 
 class TickLoop:
-    """The real-time loop and its statistics."""
+    """The real-time loop and its statistics: observe, act through the core, hand the step to the
+    replay sink, pick up a new parameter version from the variable source between ticks."""
 
-    def __init__(self, cfg, hz, env, policy, params, carry, key, pkeys, rkeys, writer, logger, watch,
-                 compiles_at_start, log_every):
-        self.cfg, self.env, self.policy, self.params = cfg, env, policy, params
-        self.carry, self.key, self.pkeys, self.rkeys = carry, key, pkeys, rkeys
-        self.writer, self.logger, self.watch = writer, logger, watch
-        self.compiles_at_start = compiles_at_start
-        self.log_every = log_every
-        self.pacer = Pacer(hz, late_ms=cfg.late_ms)
-        self.rng = np.random.default_rng(cfg.id)
+    def __init__(self, config, env, core: ActorCore, source, sink, logger, watch):
+        from dreamer_live.envs import tick_hz
+
+        self.cfg, self.env, self.core, self.source, self.sink = config.actor, env, core, source, sink
+        self.logger, self.watch = logger, watch
+        self.compiles_at_start = watch.compiles
+        self.log_every = config.run.log_every
+        self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
+        self.rng = np.random.default_rng(self.cfg.id)
         self.lateness, self.work = Window(), Window()
         self.recent_late = collections.deque(maxlen=SWAP_WINDOW)
         self.swap: dict | None = None
@@ -226,21 +163,17 @@ class TickLoop:
             tick_time = time.time()
             work_start = time.perf_counter()
             obs = env.reset() if need_reset else env.observe()
-            version, params = self.params.current
-            swapped = version != self.version
-            batch = {k: np.asarray(obs[k])[None] for k in self.pkeys}
-            self.carry, action, self.key = self.policy(params, self.carry, batch, self.key)
-            action = np.asarray(action, np.float32)[0]  # (indexing the jax array would compile)
+            loaded = self.source.current
+            version, swapped = loaded.version, loaded.version != self.version
+            if swapped:
+                self.core.update(loaded.params)
+            action = self.core.select_action(obs)
             if version == 0 and cfg.random_until_params:
                 action = random_action(env.act_space, self.rng)
             is_last = bool(obs["is_last"])
             if not is_last:
                 env.act(action)
-            step = {k: obs[k] for k in self.rkeys}
-            step["action"] = action
-            step["tick_time"] = np.float64(tick_time)
-            step["tick_late_ms"] = np.float32(late_ms)
-            self.writer.add(step)
+            self.sink.add(self.core.replay_step(obs, action, tick_time, late_ms))
             self.steps += 1
             need_reset = is_last
             work_ms = (time.perf_counter() - work_start) * 1000
@@ -282,8 +215,8 @@ class TickLoop:
             self.ep_return, self.ep_length = 0.0, 0
 
     def _log(self, steps: int, ticks_per_s: float) -> None:
-        lag_steps, lag_s = self.params.client.lag()
-        silence = self.params.client.learner_silence()
+        lag_steps, lag_s = self.source.lag()
+        silence = self.source.learner_silence()
         metrics = {
             "actor/ticks_per_s": ticks_per_s, "actor/late_ticks": self.pacer.late,
             "actor/missed_ticks": self.pacer.missed,

@@ -23,47 +23,17 @@ from PIL import Image, ImageDraw
 from dreamer_live import cli, render, spaces as spaceslib
 from dreamer_live.checkpoint import check_checkpoint, checkpoint_step, load_state
 from dreamer_live.errors import UserError
-from dreamer_live.steps import policy_keys, replay_keys
 
 SOURCES = ("auto", "params", "checkpoint")
 
 
-def play(env, policy, params, carry, key, pkeys, rkeys, max_steps: int, frames: bool = True,
-         pacer=None) -> dict:
-    """One episode (at most max_steps steps) in the actor's step format; a real-time env needs `pacer`.
-
-    Returns {"return", "length", "steps": {key: [T, ...]} (obs keys, action and the episode flags, as
-    replay stores them), "frames": uint8 [T, H, W, 3] or None}.
-    """
-    obs = env.reset()
-    if pacer is not None:
-        pacer.start()
-    steps: dict[str, list] = {}
-    shots = []
-    total, length = 0.0, 0
-    for _ in range(max_steps):
-        batch = {k: np.asarray(obs[k])[None] for k in pkeys}
-        carry, action, key = policy(params, carry, batch, key)
-        action = np.asarray(action[0], np.float32)
-        for k in rkeys:
-            steps.setdefault(k, []).append(np.asarray(obs[k]))
-        steps.setdefault("action", []).append(action)
-        if not obs["is_first"]:
-            total += float(obs["reward"])
-            length += 1
-        if frames and "image" in obs:
-            shots.append(annotate(render.as_rgb(obs["image"]), len(shots), total))
-        if obs["is_last"]:
-            break
-        if pacer is None:
-            obs = env.step(action)
-        else:  # the game runs on: hold the keys for one tick, then look
-            env.act(action)
-            pacer.wait()
-            obs = env.observe()
-    return {"return": total, "length": length,
-            "steps": {k: np.stack(v) for k, v in steps.items()},
-            "frames": np.stack(shots) if shots else None}
+def episode_frames(record: dict) -> np.ndarray | None:
+    """The episode's frames, each with its step number and the return so far; None without pixels."""
+    if "image" not in record:
+        return None
+    rewards = np.where(record["is_first"], 0.0, record["reward"])
+    return np.stack([annotate(render.as_rgb(image), t, total)
+                     for t, (image, total) in enumerate(zip(record["image"], np.cumsum(rewards)))])
 
 
 def annotate(image: np.ndarray, step: int, total: float, scale: int = 4) -> np.ndarray:
@@ -141,7 +111,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live.actor import make_policy
+    from dreamer_live.actor_core import ActorCore, play_episode
     from dreamer_live.agent import Agent
     from dreamer_live.envs import is_realtime, tick_hz
     from dreamer_live.metrics import Logger
@@ -158,9 +128,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
         print(f"eval: {episodes} episodes of {config.env.name} with {label}, mode {mode}", flush=True)
         logger = Logger(logdir, "eval", quiet=True)
         print(f"eval: appending results to {logger.path}", flush=True)
-        policy = make_policy(agent, mode)
-        pkeys, rkeys = policy_keys(obs_space), replay_keys(env.obs_space)
-        key = jax.random.PRNGKey(config.seed + 12345)
+        core = ActorCore(agent, mode, params, jax.random.PRNGKey(config.seed + 12345))
         pacer = None
         if is_realtime(video_config(config)):  # a live game cannot run in lockstep
             from dreamer_live.pacer import Pacer
@@ -169,10 +137,9 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
         returns, lengths = [], []
         best = worst = None
         for i in range(episodes):
-            key, sub = jax.random.split(key)
             began = time.perf_counter()
-            ep = play(env, policy, params, agent.initial_carry(1), sub, pkeys, rkeys, max_steps,
-                      pacer=pacer)
+            ep = play_episode(env, core, max_steps, pacer=pacer)
+            ep["frames"] = episode_frames(ep["steps"])
             returns.append(ep["return"])
             lengths.append(ep["length"])
             logger.write(updates, {"eval/return": ep["return"], "eval/length": ep["length"], **played})

@@ -47,12 +47,11 @@ class Learner:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live import sync
+        from dreamer_live import transport
         from dreamer_live.agent import Agent
-        from dreamer_live.replay import Reader
 
         readonly = self.offline or self.replay_dir.resolve() != (self.logdir / "replay").resolve()
-        reader = Reader.from_config(config, self.replay_dir, readonly=readonly)
+        reader = transport.replay_source(config, self.replay_dir, readonly=readonly)
         try:
             if self.offline and not reader.num_steps:
                 raise UserError(f"replay folder {self.replay_dir} holds no steps")
@@ -72,7 +71,7 @@ class Learner:
                 self.updates = int(self.meta.get("updates", 0))
                 self.logger.message(f"learner: resumed from {checkpointer.path} at "
                                     f"{self.updates} updates")
-            publisher = sync.Publisher(self.logdir / "params", sync.model_hash(config))
+            publisher = transport.variable_publisher(config, self.logdir)
             self.logger.message(
                 f"learner: training from {self.replay_dir}{' (read-only)' if readonly else ''}; "
                 f"writing {self.logdir / 'params'}, {checkpointer.directory}, "

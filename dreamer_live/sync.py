@@ -22,6 +22,7 @@ import pathlib
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,13 +139,19 @@ class Loaded:
 
 
 class Client:
-    """Actor side: poll the params folder in a background thread; `params` is an O(1) read."""
+    """Actor side: poll the params folder in a background thread; `current` is an O(1) read.
+
+    A new version is decoded, checked, moved to the device and handed to `on_update` (the actor warms
+    its policy there, so any compile happens off the tick) before it becomes `current`; a version the
+    hook raises on is refused like a damaged file, and the one in use stays."""
 
     def __init__(self, directory: str | os.PathLike, template: Any, model_hash: str,
-                 interval: float = 5.0, device_put: bool = True):
+                 interval: float = 5.0, device_put: bool = True,
+                 on_update: Callable[[Any], None] | None = None):
         self.directory = pathlib.Path(directory)
         self.template, self.model_hash, self.interval = template, model_hash, interval
-        self.device_put = device_put
+        self.device_put, self.on_update = device_put, on_update
+        self._refused = 0  # the newest version refused by on_update (never retried)
         self.last_error = ""  # the newest problem reported (empty while all is well)
         self._current = Loaded(template)
         self._learner_seen = (0.0, 0)  # (time, step) of the learner's newest heartbeat or version
@@ -163,16 +170,6 @@ class Client:
             self._thread = threading.Thread(target=self._run, name="param-client", daemon=True)
             self._thread.start()
         return self
-
-    @property
-    def params(self) -> Any:
-        """The parameters in use (the template until a version is loaded); never blocks."""
-        return self._current.params
-
-    @property
-    def version(self) -> int:
-        """Version in use; 0 until one has been loaded."""
-        return self._current.version
 
     @property
     def current(self) -> Loaded:
@@ -204,7 +201,7 @@ class Client:
                 newest = max(on_disk)
                 pointer = {"version": newest, "file": on_disk[newest].name}
             self._see_learner(pointer)
-            if pointer["version"] <= self._current.version:
+            if pointer["version"] <= max(self._current.version, self._refused):
                 return False
             name = pointer.get("file") or version_file(pointer["version"])
             if not FILE_RE.match(str(name)):
@@ -222,6 +219,13 @@ class Client:
             except ValueError as e:
                 self._report(name, str(e))
                 return False
+            if self.on_update is not None:
+                try:
+                    self.on_update(loaded.params)
+                except Exception as e:
+                    self._refused = loaded.version
+                    self._report(name, f"refused: {e}")
+                    return False
             self._current = loaded  # one reference assignment: readers see old or new, whole
             self.last_error = ""
             return True

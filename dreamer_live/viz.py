@@ -18,7 +18,6 @@ import sys
 import numpy as np
 
 from dreamer_live import cli, render, spaces as spaceslib
-from dreamer_live.steps import policy_keys, replay_keys
 from dreamer_live.checkpoint import check_checkpoint, load_state
 from dreamer_live.errors import UserError
 
@@ -52,17 +51,13 @@ def played_batch(config, agent, state, sequences: int, length: int, seed: int) -
     """N fresh sequences of up to T steps played with the policy (lockstep for built-in games)."""
     import jax
 
-    from dreamer_live.actor import make_policy
+    from dreamer_live.actor_core import ActorCore, play_episode
     from dreamer_live.envs import lockstep_twin, make_env
-    from dreamer_live.eval import play
 
     env = make_env(lockstep_twin(config))
     try:
-        policy = make_policy(agent, "train")
-        params = agent.policy_params(state)
-        keys = jax.random.split(jax.random.PRNGKey(seed), sequences)
-        episodes = [play(env, policy, params, agent.initial_carry(1), k, policy_keys(env.obs_space),
-                         replay_keys(env.obs_space), length, frames=False)["steps"] for k in keys]
+        core = ActorCore(agent, "train", agent.policy_params(state), jax.random.PRNGKey(seed))
+        episodes = [play_episode(env, core, length)["steps"] for _ in range(sequences)]
     finally:
         env.close()
     length = min(len(e["is_first"]) for e in episodes)  # an episode may end early: trim to it

@@ -86,12 +86,30 @@ def test_client_process_sees_each_version_within_its_interval(tmp_path):
         sync.version_file(v) for v in (3, 4, 5)]
 
 
+def test_on_update_sees_each_version_before_it_is_used_and_can_refuse_it(tmp_path):
+    publisher, seen = sync.Publisher(tmp_path, HASH), []
+
+    def warm(params):  # the actor compiles its policy here; version 2 fails to
+        seen.append(value_of(params))
+        if value_of(params) == 2:
+            raise RuntimeError("cannot compile")
+
+    client = sync.Client(tmp_path, template(), HASH, device_put=False, on_update=warm)
+    publisher.publish(params_for(1), step=10)
+    assert client.poll() and client.current.version == 1 and seen == [1]
+    publisher.publish(params_for(2), step=20)
+    assert client.poll() is False and client.current.version == 1 and "refused" in client.last_error
+    assert client.poll() is False and seen == [1, 2]  # a refused version is not tried again
+    publisher.publish(params_for(3), step=30)
+    assert client.poll() and value_of(client.current.params) == 3 and seen == [1, 2, 3]
+
+
 def test_broken_or_mismatched_versions_keep_current_params_and_report_once(tmp_path, caplog):
     publisher = sync.Publisher(tmp_path, HASH)
     client = sync.Client(tmp_path, template(), HASH, device_put=False)
-    assert client.poll() is False and client.version == 0 and client.lag() == (0, 0.0)
+    assert client.poll() is False and client.current.version == 0 and client.lag() == (0, 0.0)
     publisher.publish(params_for(1), step=100)
-    assert client.poll() and client.version == 1 and value_of(client.params) == 1
+    assert client.poll() and client.current.version == 1 and value_of(client.current.params) == 1
     bad_trees = {
         "model hash": (sync.Publisher(tmp_path, "another-model"), params_for(2)),
         "template": (publisher, {**params_for(2), "extra": np.zeros(2, np.float32)}),
@@ -106,7 +124,7 @@ def test_broken_or_mismatched_versions_keep_current_params_and_report_once(tmp_p
             caplog.clear()
             for _ in range(3):
                 assert client.poll() is False
-        assert client.version == 1 and value_of(client.params) == 1, reason
+        assert client.current.version == 1 and value_of(client.current.params) == 1, reason
         warnings = [r for r in caplog.records if sync.version_file(version) in r.getMessage()]
         assert len(warnings) == 1, reason
     assert client.lag()[0] == 150  # newest seen: step 250; in use: step 100
@@ -116,12 +134,12 @@ def test_broken_or_mismatched_versions_keep_current_params_and_report_once(tmp_p
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    assert client.poll() is False and client.version == 1
+    assert client.poll() is False and client.current.version == 1
     assert "checksum" in client.last_error or "unreadable" in client.last_error
     # a good version later is taken; without the pointer the newest file is found by listing
     version = publisher.publish(params_for(4), step=400)
     (tmp_path / sync.POINTER).unlink()
-    assert client.poll() and client.version == version and value_of(client.params) == 4
+    assert client.poll() and client.current.version == version and value_of(client.current.params) == 4
     assert client.last_error == ""
     assert len(list(tmp_path.glob("params-*"))) == 3  # keep=3
 
@@ -190,9 +208,9 @@ def test_tick_path_does_not_wait_for_chunk_writes_or_param_loads(tmp_path):
     client = sync.Client(tmp_path / "params", {"w": np.zeros(size, np.float32)}, HASH,
                          interval=0.05).start()
     deadline = time.monotonic() + 60
-    while client.version == 0 and time.monotonic() < deadline:
+    while client.current.version == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    first_version = client.version
+    first_version = client.current.version
     add_ms, params_ms = [], []
     start = time.perf_counter()
     for i in range(300):  # 3 s at 100 Hz
@@ -202,7 +220,7 @@ def test_tick_path_does_not_wait_for_chunk_writes_or_param_loads(tmp_path):
         t0 = time.perf_counter()
         writer.add(step)
         t1 = time.perf_counter()
-        params = client.params
+        params = client.current.params
         assert params["w"].shape == (size,)
         t2 = time.perf_counter()
         add_ms.append((t1 - t0) * 1e3)
@@ -210,7 +228,7 @@ def test_tick_path_does_not_wait_for_chunk_writes_or_param_loads(tmp_path):
         time.sleep(max(0.0, start + (i + 1) / 100 - time.perf_counter()))
     stop.set()
     proc.join(timeout=30)
-    loaded = client.version - first_version
+    loaded = client.current.version - first_version
     client.close()
     writer.close()
     assert writer.chunks_written >= 9 and loaded >= 3  # flushing and loading really overlapped

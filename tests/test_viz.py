@@ -33,7 +33,7 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
-    from dreamer_live.actor import random_action
+    from dreamer_live.actor_core import random_action
     from dreamer_live.steps import replay_keys
 
     logdir = tmp_path_factory.mktemp("viz") / "run"

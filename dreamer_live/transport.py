@@ -1,0 +1,99 @@
+"""Transport seams: where the actor's steps go and its parameters come from, and where the learner's
+come from and go (Acme's Adder and VariableSource, and their learner-side twins).
+
+The file transport over a shared logdir is the one that exists: chunk files in DIR/replay and
+versioned parameter files in DIR/params. The actor and the learner get their ends only from the four
+factories below and use only the methods of the four interfaces, so another transport (Ray) plugs in
+here without touching either loop.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class ReplaySink(Protocol):
+    """Actor side of replay: takes one step per tick, never blocking it."""
+
+    def add(self, step: dict) -> None:
+        """Queue one step (steps.replay_keys, action and tick keys)."""
+
+    def close(self) -> None:
+        """Hand over the partial chunk and stop."""
+
+
+class VariableSource(Protocol):
+    """Actor side of parameters: the newest valid version, read once per tick."""
+
+    @property
+    def current(self) -> Any:
+        """The parameters in use with their version, learner step and publish time (sync.Loaded)."""
+
+    def lag(self) -> tuple[int, float]:
+        """(learner updates, seconds) since the version in use."""
+
+    def learner_silence(self) -> float | None:
+        """Seconds since the learner was last heard from; None before it ever was."""
+
+    def close(self) -> None:
+        """Stop fetching."""
+
+
+class ReplaySource(Protocol):
+    """Learner side of replay: the newest steps, sampled as training batches."""
+
+    num_steps: int
+
+    def refresh(self) -> int:
+        """Take in what the actors added since the last call; return the number of new steps."""
+
+    def ready(self, length: int | None = None) -> bool:
+        """Whether a sequence of `length` steps can be drawn."""
+
+    def sample(self) -> dict:
+        """A [batch, length] batch of training keys (steps.training_keys)."""
+
+    def close(self) -> None:
+        """Stop background work."""
+
+
+class VariablePublisher(Protocol):
+    """Learner side of parameters: versions for the actors, and a heartbeat while waiting."""
+
+    def publish(self, params: Any, step: int) -> int:
+        """Publish a new version of the policy parameters; return its number."""
+
+    def heartbeat(self, step: int) -> None:
+        """Say that the learner is alive at `step` without a new version."""
+
+
+def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySink:
+    """The actor's replay sink: chunk files in DIR/replay."""
+    from dreamer_live.replay import Writer
+
+    return Writer.from_config(config, logdir / "replay", writer_id=writer_id)
+
+
+def variable_source(config, logdir: pathlib.Path, template: Any,
+                    on_update: Callable[[Any], None] | None = None) -> VariableSource:
+    """The actor's parameter source, started: DIR/params polled every actor.param_interval s."""
+    from dreamer_live import sync
+
+    return sync.Client(logdir / "params", template, sync.model_hash(config),
+                       interval=config.actor.param_interval, on_update=on_update).start()
+
+
+def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> ReplaySource:
+    """The learner's replay source: the chunk files of a replay folder."""
+    from dreamer_live.replay import Reader
+
+    return Reader.from_config(config, replay_dir, readonly=readonly)
+
+
+def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:
+    """The learner's parameter publisher: versioned files in DIR/params."""
+    from dreamer_live import sync
+
+    return sync.Publisher(logdir / "params", sync.model_hash(config))
