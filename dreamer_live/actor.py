@@ -17,7 +17,7 @@ import numpy as np
 from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.errors import UserError
-from dreamer_live.metrics import Logger, Window
+from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import StopFlag
 from dreamer_live.steps import replay_keys
@@ -138,7 +138,7 @@ class TickLoop:
         self.log_every = config.run.log_every
         self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
         self.rng = np.random.default_rng(self.cfg.id)
-        self.lateness, self.work = Window(), Window()
+        self.lateness, self.work = Samples(), Samples()
         self.recent_late = collections.deque(maxlen=SWAP_WINDOW)
         self.swap: dict | None = None
         self.version = 0

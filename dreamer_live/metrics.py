@@ -93,12 +93,6 @@ class Logger:
         """Print a one-off message on its own line (never lost under the status line)."""
         self._queue.put(("message", text))
 
-    def flush(self, timeout: float = 10.0) -> None:
-        """Block until everything queued so far is written."""
-        done = threading.Event()
-        self._queue.put(("flush", done))
-        done.wait(timeout)
-
     def close(self) -> None:
         """Write what is queued, close the event files, and end the status line."""
         if not self._thread.is_alive():
@@ -122,10 +116,6 @@ class Logger:
                     elif kind == "message":
                         self._end_status()
                         print(item[1], flush=True)
-                    elif kind == "flush":
-                        if self._tb is not None:
-                            self._tb.flush()
-                        item[1].set()
                     elif kind == "close":
                         break
                 except Exception as e:  # a full disk must not kill the actor's loop
@@ -168,7 +158,7 @@ class Logger:
             self._status_width = 0
 
 
-class Window:
+class Samples:
     """Values gathered since the last log line (lateness, episode returns, ...), then summarized."""
 
     def __init__(self):
@@ -185,10 +175,6 @@ class Window:
     def max(self) -> float:
         """The largest value so far (0 when empty)."""
         return max(self.values) if self.values else 0.0
-
-    def mean(self) -> float:
-        """The mean of the values so far (NaN when empty)."""
-        return float(np.mean(self.values)) if self.values else float("nan")
 
     def reset(self) -> None:
         """Start a new window."""

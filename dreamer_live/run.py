@@ -108,7 +108,7 @@ def _describe(code: int) -> str:
     return f"exit code {code}"
 
 
-class Launcher:
+class Children:
     """Starts, watches and stops the two children."""
 
     def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool):
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run: {config.env.name} in {logdir} (presets: {' '.join(configs) or 'as configured'}); "
           f"replay, params, checkpoint, metrics.jsonl, videos and tensorboard/ go there. "
           f"Ctrl-C stops both.", flush=True)
-    launcher = Launcher(child_args, logdir, config.run.quiet)
+    launcher = Children(child_args, logdir, config.run.quiet)
     launcher.start()
     return launcher.watch()
 

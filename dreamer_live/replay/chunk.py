@@ -82,11 +82,6 @@ def write_chunk(path: str | os.PathLike, arrays: dict[str, np.ndarray], level: i
     return size
 
 
-def spec_of(arrays: dict[str, np.ndarray]) -> Spec:
-    """Per-step shape and dtype of each array of a chunk."""
-    return {key: (tuple(a.shape[1:]), a.dtype) for key, a in arrays.items()}
-
-
 def spec_mismatch(spec: Spec, expected: Spec) -> str | None:
     """Why `spec` differs from `expected` (one line), or None if they match."""
     if set(spec) != set(expected):

@@ -225,11 +225,6 @@ class Reader:
         return self._table.num_steps
 
     @property
-    def num_chunks(self) -> int:
-        """Chunks held in memory."""
-        return len(self._table.chunks)
-
-    @property
     def nbytes(self) -> int:
         """Bytes of step data held in memory (compressed images plus raw small arrays)."""
         return sum(c.nbytes for c in self._table.chunks)

@@ -46,9 +46,6 @@ class Writer:
         self.stream = f"{writer_id}_{secrets.token_hex(3)}"
         self.chunk_steps = chunk_steps
         self.chunk_seconds = chunk_seconds
-        self.steps_added = 0
-        self.steps_written = 0
-        self.bytes_written = 0
         self.chunks_written = 0
         self._spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
         self._buffer: dict[str, np.ndarray] | None = None
@@ -100,7 +97,6 @@ class Writer:
                                      f"the first step had {self._spec[key][0]}")
                 self._buffer[key][index] = value
             self._count += 1
-            self.steps_added += 1
             if (self._count >= self.chunk_steps or bool(step.get("is_last", False))
                     or time.monotonic() >= self._deadline):
                 self._hand_over()
@@ -124,11 +120,6 @@ class Writer:
         self._queue.put(_STOP)
         self._thread.join()
         self._check()
-
-    @property
-    def pending(self) -> int:
-        """Chunks handed over but not yet on disk."""
-        return self._queue.qsize()
 
     def __enter__(self):
         return self
@@ -168,8 +159,7 @@ class Writer:
                     return
                 name, arrays = item
                 if self._error is None:
-                    self.bytes_written += write_chunk(self.directory / name, arrays)
-                    self.steps_written += len(next(iter(arrays.values())))
+                    write_chunk(self.directory / name, arrays)
                     self.chunks_written += 1
             except Exception as e:  # disk full, permissions: reported on the next add/flush/close
                 log.error("replay writer failed to write %s: %s", item[0], e)

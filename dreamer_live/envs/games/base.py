@@ -20,9 +20,6 @@ from dreamer_live.errors import UserError
 from dreamer_live.pacer import CATCH_UP_S, Pacer
 from dreamer_live.steps import LOG_PREFIX
 
-# Key names games may use in their `actions` table. Letters ("a".."z") are also allowed.
-KEY_NAMES = ("left", "right", "up", "down", "jump")
-
 
 class Game(abc.ABC):
     """One PLE-style game: pure logic plus pygame drawing; no clock, no threads.

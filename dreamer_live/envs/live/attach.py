@@ -33,7 +33,7 @@ def describe(profile: Profile) -> str:
     return "window with " + " and ".join(parts)
 
 
-class Launcher:
+class GameLauncher:
     """Starts the profile's launch command when the game is not running; stops what it started."""
 
     def __init__(self, profile: Profile, enabled: bool, display: str = ""):
@@ -72,7 +72,7 @@ class Launcher:
                 self.process.wait()
 
 
-def find_window(windows, profile: Profile, launcher: Launcher, wait_s: float, deadline: float,
+def find_window(windows, profile: Profile, launcher: GameLauncher, wait_s: float, deadline: float,
                 sleep: Sleep) -> Window:
     """The game's window (launching the game if configured), waiting until `deadline`."""
     announced = False

@@ -26,7 +26,7 @@ import numpy as np
 
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
 from dreamer_live.envs.live import keys as keyslib
-from dreamer_live.envs.live.attach import GameGone, Launcher, find_window, value_specs
+from dreamer_live.envs.live.attach import GameGone, GameLauncher, find_window, value_specs
 from dreamer_live.envs.live.capture import BLACK_HINT, Capture, is_black, preprocess
 from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
 from dreamer_live.envs.live.profile import Profile, ValueSpec, nearest
@@ -108,7 +108,7 @@ class LiveEnv(Env):
         self._window = None  # Window once connected
         self._reader = None
         self._specs: dict[str, ValueSpec] = {}
-        self.launcher = Launcher(profile, options.launch, options.display)
+        self.launcher = GameLauncher(profile, options.launch, options.display)
         self._prev: dict[str, float] = {}
         self._last: dict[str, np.ndarray] | None = None
         self._over = True  # no episode running (before reset, after an end)

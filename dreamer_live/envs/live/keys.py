@@ -177,7 +177,6 @@ class KeyHolder:
     def __init__(self, backend):
         self.backend = backend
         self.held: frozenset[str] = frozenset()
-        self.last_ms = 0.0
         _HOLDERS.add(self)
         install_safety()
 
@@ -192,8 +191,7 @@ class KeyHolder:
                 self.backend.press(name)
             self.held = keys
             self.backend.flush()
-        self.last_ms = (time.perf_counter() - start) * 1000
-        return self.last_ms
+        return (time.perf_counter() - start) * 1000
 
     def tap(self, keys, hold_s: float = 0.1) -> None:
         """Press `keys` together, hold them `hold_s`, release them (for reset procedures)."""

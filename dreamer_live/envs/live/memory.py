@@ -44,7 +44,7 @@ class Region:
         return self.end - self.start
 
 
-class Reader(Protocol):
+class ProcessMemory(Protocol):
     """What the pointer-chain logic needs from an OS backend."""
 
     pid: int
@@ -66,13 +66,13 @@ class Reader(Protocol):
         """Release the handle."""
 
 
-def read_pointer(reader: Reader, address: int) -> int:
+def read_pointer(reader: ProcessMemory, address: int) -> int:
     """The pointer stored at `address` (the process's pointer size)."""
     fmt = "<Q" if reader.pointer_size == 8 else "<I"
     return struct.unpack(fmt, reader.read(address, reader.pointer_size))[0]
 
 
-def resolve(spec: ValueSpec, reader: Reader) -> int:
+def resolve(spec: ValueSpec, reader: ProcessMemory) -> int:
     """The final address of a value: base = module + offset (or address), then each offset through a pointer.
 
     [[[base] + o1] + o2] + o3 for offsets [o1, o2, o3]: read a pointer at the current address, add the next
@@ -97,7 +97,7 @@ def decode(kind: str, data: bytes) -> float:
     return float(struct.unpack(TYPES[kind], data)[0])
 
 
-def read_value(spec: ValueSpec, reader: Reader) -> float:
+def read_value(spec: ValueSpec, reader: ProcessMemory) -> float:
     """Follow the value's pointer chain and decode it."""
     address = resolve(spec, reader)
     try:
@@ -327,7 +327,7 @@ class WindowsMemory:
             pass
 
 
-def open_process(pid: int, pointer_size: int = 0) -> Reader:
+def open_process(pid: int, pointer_size: int = 0) -> ProcessMemory:
     """The memory reader for this platform."""
     if sys.platform == "win32":
         return WindowsMemory(pid, pointer_size)

@@ -128,11 +128,6 @@ class Profile:
         """Action names in index order."""
         return [name for name, _ in self.actions]
 
-    @property
-    def value_names(self) -> list[str]:
-        """Names of the memory values (from the profile; addresses_from may add more at run time)."""
-        return [v.name for v in self.values]
-
     def expand(self, text: str) -> str:
         """Fill {profile_dir} (this file's folder) and {python} (this Python) in a launch argument."""
         return text.replace("{profile_dir}", str(self.path.parent)).replace("{python}", sys.executable)
