@@ -52,7 +52,8 @@ def main() -> int:
     p.add_argument("--display", default="", help="X display of that window (Linux)")
     args = p.parse_args()
 
-    from dreamer_live.envs.live.capture import Capture, preprocess
+    from dreamer_live.envs.live.capture import Capture
+    from dreamer_live.envs.wrappers import resize_image
     from dreamer_live.envs.live.keys import DirectInputKeys, KeyHolder, XTestKeys
     from dreamer_live.envs.live.memory import open_process, read_value
     from dreamer_live.envs.live.profile import ValueSpec
@@ -84,9 +85,9 @@ def main() -> int:
         print(f"window {window.title!r} {box[2]}x{box[3]} on {display or 'the desktop'}, {n} calls each:")
         figures = {}
         figures["capture"] = row("capture + preprocess 64x64 RGB",
-                                 timed(lambda i: preprocess(capture.grab(box), (64, 64), False), n))
+                                 timed(lambda i: resize_image(capture.grab(box), (64, 64), False), n))
         row("capture + preprocess 64x64 grey",
-            timed(lambda i: preprocess(capture.grab(box), (64, 64), True), n))
+            timed(lambda i: resize_image(capture.grab(box), (64, 64), True), n))
         row("capture only", timed(lambda i: capture.grab(box), n))
         sets = [{"left"}, {"right"}]
         figures["keys"] = row("key change (release 1, press 1, sync)",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import io
 import pathlib
 from collections.abc import Iterator, Mapping
@@ -11,7 +10,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from dreamer_live.errors import UserError
+from dreamer_live.errors import UserError, did_you_mean
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
 # Sections that define what the parameters mean; a logdir refuses a restart that changes them.
@@ -68,11 +67,6 @@ def _nest(flat: Mapping[str, Any]) -> dict:
             node = node.setdefault(part, {})
         node[leaf] = copy.deepcopy(value)
     return tree
-
-
-def _nearest(name: str, candidates: list[str]) -> str:
-    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.0)
-    return f" (did you mean '{match[0]}'?)" if match else ""
 
 
 def _parse_scalar(text: str) -> Any:
@@ -177,7 +171,7 @@ class Config(Mapping):
         flat = self.flat()
         for name, value in flatten(_nest(changes) if _has_dots(changes) else changes).items():
             if name not in flat:
-                raise UserError(f"unknown config key '{name}'{_nearest(name, list(flat))}")
+                raise UserError(f"unknown config key '{name}'{did_you_mean(name, flat, cutoff=0.0)}")
             value = coerce(name, value, flat[name])
             flat[name] = {**flat[name], **value} if isinstance(value, dict) else value
         return Config(_nest(flat))
@@ -217,7 +211,7 @@ def _preset(name: str, table: Mapping[str, dict]) -> Mapping:
         return table[name] or {}
     if name.endswith((".yaml", ".yml")):
         return read_yaml(name) or {}
-    raise UserError(f"unknown preset '{name}'{_nearest(name, list(table))}; "
+    raise UserError(f"unknown preset '{name}'{did_you_mean(name, table, cutoff=0.0)}; "
                     f"presets: {', '.join(table)}")
 
 

@@ -46,18 +46,34 @@ def encode_line(source: str, step: int, metrics: Mapping, when: float | None = N
 
 def read_lines(path: str | os.PathLike, source: str | None = None) -> list[dict]:
     """Parse metrics.jsonl (optionally one source); a half-written last line is skipped."""
-    path = pathlib.Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
+    return [r for r in MetricsTail(pathlib.Path(path)).read()
+            if source is None or r.get("source") == source]
+
+
+class MetricsTail:
+    """Reads the lines appended to metrics.jsonl since the last call."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[dict]:
+        """New complete records (a half-written last line waits for the next call)."""
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if source is None or record.get("source") == source:
-            out.append(record)
-    return out
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
 
 
 class Logger:

@@ -11,7 +11,6 @@ the other and exits with that status.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import pathlib
 import signal
@@ -20,38 +19,12 @@ import sys
 import time
 
 from dreamer_live import cli, config as configlib
-from dreamer_live.metrics import NO_STATUS_ENV
+from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import PARENT_ENV
 
 DEMO_PRESET = "catcher"
 CHILDREN = ("learner", "actor")
 STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves a checkpoint)
-
-
-class MetricsTail:
-    """Reads the lines appended to metrics.jsonl since the last call."""
-
-    def __init__(self, path: pathlib.Path):
-        self.path, self.offset, self.partial = path, 0, b""
-
-    def read(self) -> list[dict]:
-        """New complete records (a half-written last line waits for the next call)."""
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
 
 
 class Status:

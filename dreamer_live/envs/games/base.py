@@ -111,7 +111,7 @@ def check_size(name: str, width, height, limit: int = 4096) -> tuple[int, int]:
 _headless_set = False  # whether we (not the user) set SDL_VIDEODRIVER=dummy in this process
 
 
-def _pygame(window: bool):
+def import_pygame(window: bool):
     """Import pygame, headless (SDL dummy driver) unless a window is wanted."""
     global _headless_set
     if not window and "SDL_VIDEODRIVER" not in os.environ:
@@ -162,7 +162,7 @@ class GameEnv(Env):
         self.frame_skip = int(frame_skip)  # lockstep only; in real time the game runs at its own fps
         self.release_after = release_after if release_after and release_after > 0 else None
         self.window, self.scale = bool(window), int(scale or window_scale(game))
-        self._pygame = _pygame(self.window)
+        self._pygame = import_pygame(self.window)
         self._surface = self._pygame.Surface((game.width, game.height))
         self._display = None
         self.obs_space = {}

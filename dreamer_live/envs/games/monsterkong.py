@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.physics import boxes_overlap
 
 CELL = 15  # the level is a grid of 15 px blocks
 FREE, WALL, LADDER = 0, 1, 2
@@ -122,21 +123,17 @@ class MonsterKong(Game):
         self.fireball_timer = (self.fireball_timer + 1) % 70
         self._move_player(keys)
         reward = self._roll_fireballs()
-        for cell in [c for c in self.coins if self._touches(self.player, PLAYER_SIZE, _cell_center(c),
+        for cell in [c for c in self.coins if boxes_overlap(self.player, PLAYER_SIZE, _cell_center(c),
                                                                (CELL, CELL))]:
             self.coins.remove(cell)
             reward += self.rewards["positive"]
-        if self._touches(self.player, PLAYER_SIZE, *PRINCESS) or self.player[1] < 4 * CELL:
+        if boxes_overlap(self.player, PLAYER_SIZE, *PRINCESS) or self.player[1] < 4 * CELL:
             reward += self.rewards["win"]
             self._next_round()
         for monster in self.monsters:
             self._walk_monster(monster)
         self.game_over = self.lives <= 0
         return reward
-
-    @staticmethod
-    def _touches(center_a, size_a, center_b, size_b) -> bool:
-        return bool(np.all(np.abs(np.subtract(center_a, center_b)) < (np.add(size_a, size_b)) / 2))
 
     def _move_player(self, keys: frozenset[str]) -> None:
         p, size = self.player, PLAYER_SIZE
@@ -211,11 +208,11 @@ class MonsterKong(Game):
                 if self.hits(pos + [dx, 0.0], size, WALL):
                     ball["dir"] = 1 - ball["dir"]
                     pos[0] -= dx
-            if self._touches(pos + [0.0, speed], size, self.player, PLAYER_SIZE):
+            if boxes_overlap(pos + [0.0, speed], size, self.player, PLAYER_SIZE):
                 self.player[:] = RESPAWN
                 self.lives -= 1
                 reward += self.rewards["negative"]
-            elif not self._touches(pos, size, RESPAWN, (CELL, CELL)):  # else it has reached its end
+            elif not boxes_overlap(pos, size, RESPAWN, (CELL, CELL)):  # else it has reached its end
                 kept.append(ball)
         self.fireballs = kept
         return reward

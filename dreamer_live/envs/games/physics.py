@@ -1,11 +1,8 @@
-"""Small physics shared by the games-B set: PLE's thruster body, box overlaps, screen-size checks."""
+"""Small physics shared by the games: PLE's thruster body and box overlaps."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from dreamer_live.envs.games import base
-
 
 # Unit vectors for the key names the thruster games use (screen y grows downwards).
 KEY_DIRECTIONS = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, -1.0), "down": (0.0, 1.0)}
@@ -43,7 +40,3 @@ def boxes_overlap(center_a, size_a, center_b, size_b) -> np.ndarray:
     reach = (np.asarray(size_a, float) + np.asarray(size_b, float)) / 2
     return np.all(gap < reach, axis=-1)
 
-
-def check_size(name: str, width, height) -> tuple[int, int]:
-    """Validate a game's width/height options (16..2000 pixels); a bad one is a UserError."""
-    return base.check_size(name, width, height, limit=2000)

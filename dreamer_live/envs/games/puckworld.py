@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game, check_size, standalone_main
 
 BACKGROUND = (255, 255, 255)
 AGENT_COLOR = (60, 60, 140)
@@ -30,7 +30,7 @@ class PuckWorld(Game):
 
     def __init__(self, seed: int | None = None, width: int = 64, height: int = 64, **kwargs):
         super().__init__(seed, **kwargs)
-        self.width, self.height = physics.check_size("PuckWorld", width, height)
+        self.width, self.height = check_size("PuckWorld", width, height, limit=2000)
         # Sizes and speeds scale with the screen width, as in PLE.
         self.agent_radius = max(1, round(0.047 * self.width))
         self.agent_speed = 0.2 * self.width  # velocity added per frame a key is held (px/s)

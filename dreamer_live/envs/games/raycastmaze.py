@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game, check_size, standalone_main
 from dreamer_live.errors import UserError
 
 FREE, WALL, GOAL = 0, 1, 2
@@ -38,7 +38,7 @@ class RaycastMaze(Game):
                  move_speed: float = 20.0, turn_speed: float = 13.0, resolution: int = 1,
                  init_pos_distance_to_target: int | None = None, **kwargs):
         super().__init__(seed, **kwargs)
-        self.width, self.height = physics.check_size("RaycastMaze", width, height)
+        self.width, self.height = check_size("RaycastMaze", width, height, limit=2000)
         if not isinstance(map_size, int) or not 6 <= map_size <= 100:
             raise UserError(f"RaycastMaze: map_size must be an integer in [6, 100], not {map_size!r}")
         if not isinstance(resolution, int) or not 1 <= resolution <= self.width:

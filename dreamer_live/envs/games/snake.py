@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game, check_size, standalone_main
 from dreamer_live.errors import UserError
 
 BACKGROUND = (25, 25, 25)
@@ -34,7 +34,7 @@ class Snake(Game):
     def __init__(self, seed: int | None = None, width: int = 64, height: int = 64, init_length: int = 3,
                  **kwargs):
         super().__init__(seed, **kwargs)
-        self.width, self.height = physics.check_size("Snake", width, height)
+        self.width, self.height = check_size("Snake", width, height, limit=2000)
         if not isinstance(init_length, int) or not 3 <= init_length <= 100:
             raise UserError(f"Snake: init_length must be an integer in [3, 100], not {init_length!r}")
         self.init_length = init_length

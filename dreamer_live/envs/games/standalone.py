@@ -23,7 +23,7 @@ import numpy as np
 
 from dreamer_live import cli
 from dreamer_live.atomic import write_atomic
-from dreamer_live.envs.games.base import window_scale
+from dreamer_live.envs.games.base import import_pygame, window_scale
 from dreamer_live.errors import UserError
 from dreamer_live.pacer import CATCH_UP_S, Pacer
 
@@ -146,14 +146,10 @@ def _run(game_cls, argv: list[str] | None) -> int:
     args = build_parser(game_cls).parse_args(argv)
     if args.scale is not None and args.scale < 1:
         raise UserError(f"--scale must be >= 1, not {args.scale}")
-    if not args.window:
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     # X11 class to find the window by (xdotool search --name misses SDL's UTF8_STRING titles).
     wm_class = f"dreamer_live_{game_cls.__name__.lower()}"
     os.environ["SDL_VIDEO_X11_WMCLASS"] = wm_class
-    import pygame
+    pygame = import_pygame(args.window)
 
     game = game_cls(seed=args.seed, **_options(args.option))
     scale = args.scale or window_scale(game)

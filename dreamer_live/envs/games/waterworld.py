@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game, check_size, standalone_main
 from dreamer_live.errors import UserError
 
 BACKGROUND = (255, 255, 255)
@@ -28,7 +28,7 @@ class WaterWorld(Game):
     def __init__(self, seed: int | None = None, width: int = 48, height: int = 48, num_creeps: int = 3,
                  **kwargs):
         super().__init__(seed, **kwargs)
-        self.width, self.height = physics.check_size("WaterWorld", width, height)
+        self.width, self.height = check_size("WaterWorld", width, height, limit=2000)
         if not isinstance(num_creeps, int) or not 1 <= num_creeps <= 100:
             raise UserError(f"WaterWorld: num_creeps must be an integer in [1, 100], not {num_creeps!r}")
         self.num_creeps = num_creeps

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 
 from dreamer_live.envs.live.memory import find_pids
-from dreamer_live.envs.live.profile import TYPES, Profile, ValueSpec, nearest
+from dreamer_live.envs.live.profile import TYPES, Profile, ValueSpec
 from dreamer_live.envs.live.window import Window
-from dreamer_live.errors import UserError
+from dreamer_live.errors import UserError, did_you_mean
 
 Sleep = Callable[[float], None]
 
@@ -139,10 +139,9 @@ def value_specs(profile: Profile, window: Window | None, deadline: float,
     missing = sorted(wanted - set(specs))
     if missing:
         raise UserError(f"{profile.path}: memory value {missing[0]!r} is used but not defined"
-                        f"{nearest(missing[0], specs)} (values: {', '.join(sorted(specs))})")
+                        f"{did_you_mean(missing[0], specs)} (values: {', '.join(sorted(specs))})")
     if pid is None and profile.memory_process:
-        pids = find_pids(profile.memory_process) if sys.platform != "win32" else _windows_pids(
-            profile.memory_process)
+        pids = find_pids(profile.memory_process)
         if not pids:
             raise GameGone(f"no process named {profile.memory_process!r}")
         pid = pids[-1]
@@ -153,8 +152,3 @@ def value_specs(profile: Profile, window: Window | None, deadline: float,
                         f"memory.process")
     return pid, specs
 
-
-def _windows_pids(name: str) -> list[int]:
-    import pymem.process
-    entry = pymem.process.process_from_name(name)
-    return [int(entry.th32ProcessID)] if entry is not None else []

@@ -54,17 +54,6 @@ class Capture:
         self._mss.close()
 
 
-def preprocess(image: Image.Image, size: tuple[int, int], grayscale: bool) -> np.ndarray:
-    """Resize to size [height, width] and convert: uint8 [H, W, 1] grey or [H, W, 3] RGB."""
-    if grayscale:
-        image = image.convert("L")
-    height, width = size
-    if image.size != (width, height):
-        image = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0)
-    out = np.asarray(image, np.uint8)
-    return out[..., None] if grayscale else out
-
-
 def is_black(frame: np.ndarray, threshold: int = 8) -> bool:
     """Whether every pixel is (nearly) black."""
     return frame.size > 0 and int(frame.max()) <= threshold

@@ -27,11 +27,12 @@ import numpy as np
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
 from dreamer_live.envs.live import keys as keyslib
 from dreamer_live.envs.live.attach import GameGone, GameLauncher, find_window, value_specs
-from dreamer_live.envs.live.capture import BLACK_HINT, Capture, is_black, preprocess
+from dreamer_live.envs.live.capture import BLACK_HINT, Capture, is_black
 from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
-from dreamer_live.envs.live.profile import Profile, ValueSpec, nearest
+from dreamer_live.envs.live.profile import Profile, ValueSpec
 from dreamer_live.envs.live.window import open_windows
-from dreamer_live.errors import UserError
+from dreamer_live.envs.wrappers import resize_image
+from dreamer_live.errors import UserError, did_you_mean
 from dreamer_live.steps import LOG_PREFIX
 
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
@@ -63,7 +64,7 @@ class LiveOptions:
             value = getattr(options, name)
             if value and keyslib.key_name(value) is None:
                 raise UserError(f"env.live.{name}: unknown key {value!r}"
-                                f"{nearest(value, keyslib.KEY_NAMES)}")
+                                f"{did_you_mean(value, keyslib.KEY_NAMES)}")
         return options
 
 
@@ -266,7 +267,7 @@ class LiveEnv(Env):
                 frame = self.capture.grab(box)
             except Exception as e:  # mss.ScreenShotError: the box left the screen
                 raise GameGone(f"cannot capture {box}: {e}") from None
-            image = preprocess(frame, self.size, self.grayscale)
+            image = resize_image(frame, self.size, self.grayscale)
             self._stats["capture_ms"].append((time.perf_counter() - start) * 1000)
             self._check_black(image)
         start = time.perf_counter()

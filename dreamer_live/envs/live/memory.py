@@ -121,7 +121,12 @@ def process_name(pid: int) -> str:
 
 
 def find_pids(name: str) -> list[int]:
-    """Linux processes whose executable or command name is `name`, oldest first."""
+    """Processes whose executable or command name is `name`, oldest first (Linux: /proc; Windows:
+    the first match pymem finds)."""
+    if sys.platform == "win32":
+        import pymem.process
+        entry = pymem.process.process_from_name(name)
+        return [int(entry.th32ProcessID)] if entry is not None else []
     pids = []
     for entry in pathlib.Path("/proc").iterdir():
         if entry.name.isdigit():

@@ -25,7 +25,6 @@ dialog the first offset applied is the bottom one). Numbers may be written 0x1A2
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import pathlib
 import struct
 import sys
@@ -34,7 +33,7 @@ from typing import Any
 
 from dreamer_live.config import read_yaml
 from dreamer_live.envs.live.keys import KEY_NAMES, key_name
-from dreamer_live.errors import UserError
+from dreamer_live.errors import UserError, did_you_mean
 
 # Memory value types: name -> struct format (little-endian).
 TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "<I",
@@ -133,12 +132,6 @@ class Profile:
         return text.replace("{profile_dir}", str(self.path.parent)).replace("{python}", sys.executable)
 
 
-def nearest(name: str, candidates) -> str:
-    """" (did you mean 'x'?)" for the closest candidate, or ""."""
-    match = difflib.get_close_matches(str(name), list(candidates), n=1, cutoff=0.5)
-    return f" (did you mean '{match[0]}'?)" if match else ""
-
-
 class _Checker:
     """Reads one profile, raising UserError("<file>: <key>: ...") on the first problem."""
 
@@ -157,7 +150,7 @@ class _Checker:
             if key not in allowed:
                 prefix = f"{where}." if where else ""
                 options = [f"{prefix}{k}" for k in allowed]
-                raise self.fail(f"{prefix}{key}", f"unknown key{nearest(f'{prefix}{key}', options)}; "
+                raise self.fail(f"{prefix}{key}", f"unknown key{did_you_mean(f'{prefix}{key}', options)}; "
                                                   f"valid: {', '.join(allowed)}")
         return node
 
@@ -210,7 +203,7 @@ class _Checker:
         for i, key in enumerate(node):
             name = key_name(key) if isinstance(key, str) else None
             if name is None:
-                raise self.fail(f"{where}[{i}]", f"unknown key {key!r}{nearest(str(key), KEY_NAMES)}")
+                raise self.fail(f"{where}[{i}]", f"unknown key {key!r}{did_you_mean(str(key), KEY_NAMES)}")
             out.append(name)
         return tuple(dict.fromkeys(out))
 
@@ -219,7 +212,7 @@ class _Checker:
         node = self.mapping(node, where, ("value",) + ops)
         value = self.string(node.get("value"), f"{where}.value")
         if value not in names:
-            raise self.fail(f"{where}.value", f"no memory value {value!r}{nearest(value, names)}; "
+            raise self.fail(f"{where}.value", f"no memory value {value!r}{did_you_mean(value, names)}; "
                                               f"values: {', '.join(sorted(names)) or 'none'}")
         given = [op for op in ops if op in node]
         if len(given) != 1:
@@ -235,7 +228,7 @@ class _Checker:
         node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets"))
         kind = self.string(node.get("type", "i32"), f"{where}.type")
         if kind not in TYPES:
-            raise self.fail(f"{where}.type", f"unknown type {kind!r}{nearest(kind, TYPES)}; "
+            raise self.fail(f"{where}.type", f"unknown type {kind!r}{did_you_mean(kind, TYPES)}; "
                                              f"types: {', '.join(TYPES)}")
         has_address, has_module = node.get("address") is not None, bool(node.get("module"))
         if has_address == has_module:
@@ -316,7 +309,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
 
     def known(name: str, where: str) -> str:
         if name not in names and "*" not in names:
-            raise c.fail(where, f"no memory value {name!r}{nearest(name, names)}; "
+            raise c.fail(where, f"no memory value {name!r}{did_you_mean(name, names)}; "
                                 f"values: {', '.join(sorted(names)) or 'none'}")
         return name
 

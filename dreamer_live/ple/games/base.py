@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer_live.envs.games.base import _pygame, surface_pixels
+from dreamer_live.envs.games.base import import_pygame, surface_pixels
 
 REWARDS = {"positive": 1.0, "negative": -1.0, "tick": 0.0, "loss": -5.0, "win": 5.0}
 
@@ -40,7 +40,7 @@ class PyGameWrapper:
     # --- what PLE calls ------------------------------------------------------------------------------
     def _setup(self, window: bool = False) -> None:
         """Start pygame (headless unless `window`) and give the game its screen and clock."""
-        pygame = _pygame(window)
+        pygame = import_pygame(window)
         pygame.init()
         if pygame.display.get_surface() is None:
             # A display mode lets games convert() loaded images, as PLE's (1, 1) window did.
