@@ -18,9 +18,8 @@ from dreamer_live.errors import UserError
 PANEL_INCHES = (5.0, 3.2)
 COLUMNS = 3
 MAX_LOSSES = 8
-# Loss names shown first when the learner logs many (DreamerV3's usual terms).
-PREFERRED_LOSSES = ("loss", "model", "image", "vector", "reward", "cont", "dyn", "rep", "policy",
-                    "value", "actor", "critic")
+# The agent's losses (train/loss/<name>, agent.train), in the order they are shown when there are many.
+PREFERRED_LOSSES = ("total", "wm", "dec", "rew", "con", "dyn", "rep", "policy", "value", "repval")
 
 
 class Run:
@@ -64,7 +63,7 @@ def loss_keys(runs: list[Run]) -> list[str]:
     def rank(key: str) -> tuple[int, str]:
         words = key.split("/", 1)[1].replace("/", "_").split("_")
         for i, word in enumerate(PREFERRED_LOSSES):
-            if word in words and (word != "loss" or words == ["loss"]):
+            if word in words:
                 return i, key
         return len(PREFERRED_LOSSES), key
 

@@ -1,5 +1,6 @@
 """Presets, overrides, type checks and the logdir's config guard."""
 
+import re
 import subprocess
 import sys
 
@@ -75,3 +76,10 @@ def test_attaching_to_the_game_is_not_identity(tmp_path):
     windowed = cli.logdir_config(tmp_path, ["debug"], {"env.window": True, "env.live.display": ":1"})
     assert windowed.env.window and windowed.env.live.display == ":1"
     assert config.identity(windowed) == config.identity(first)
+
+
+def test_every_default_key_says_what_it_is():
+    """Each leaf of configs/defaults.yaml carries a comment on its line (its documentation)."""
+    bare = [line for line in (config.CONFIG_DIR / "defaults.yaml").read_text().splitlines()
+            if re.match(r"^\s*[a-z_0-9]+:\s*\S", line) and "#" not in line]
+    assert not bare, bare
