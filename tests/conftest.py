@@ -8,3 +8,19 @@ from dreamer_live.config import resolve
 def pytest_configure(config):
     """Turn on the compilation cache under the user's dreamer_live cache folder."""
     cli.setup_jax(resolve())
+
+
+def poll(what: str, predicate, timeout: float = 10.0, interval: float = 0.01):
+    """Call `predicate` until it returns something true and return that; fail after `timeout` s."""
+    import time
+
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

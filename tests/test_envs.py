@@ -10,6 +10,7 @@ import gymnasium
 import numpy as np
 import pytest
 
+from conftest import poll
 from dreamer_live import config as configlib
 from dreamer_live.envs import is_realtime, lockstep_twin, make_env, tick_hz
 from dreamer_live.envs.gym_adapter import GymEnv
@@ -131,7 +132,7 @@ def test_paced_gym_env_runs_in_real_time():
     try:
         assert isinstance(env, RealtimeRunner)
         env.reset()
-        time.sleep(0.25)
+        poll("three steps", lambda: env.metrics()["realtime/steps"] >= 3, timeout=5.0)
         obs = env.observe()  # steps happened without act: reward 1 per step (or the pole fell)
         assert obs["is_last"] or float(obs["reward"]) >= 3
     finally:

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import poll
 from dreamer_live.envs.games import GAMES
 from dreamer_live.envs.games.base import Game, GameEnv
 from dreamer_live.envs.games.catcher import Catcher
@@ -317,16 +318,15 @@ def test_real_time_waits_for_reset_after_game_over():
     env.reset()
     env.game.fruit_y = env.game.height - 1
     env.game.paddle_x = env.game.paddle_width / 2 if env.game.fruit_x > 32 else 63
-    time.sleep(0.3)
+    poll("the fruit to fall", lambda: env.game.game_over, timeout=5.0)
     obs = env.observe()
     assert obs["is_last"] and obs["is_terminal"] and obs["reward"] == -1
     frames = env.metrics()["game/frame"]
-    time.sleep(0.3)
+    time.sleep(0.3)  # nine frame periods in which nothing may happen
     assert env.metrics()["game/frame"] == frames  # stopped at game over
     assert env.observe()["reward"] == 0
     assert env.reset()["is_first"]
-    time.sleep(0.3)
-    assert env.metrics()["game/frame"] > frames
+    poll("the game to run again", lambda: env.metrics()["game/frame"] > frames, timeout=5.0)
     env.close()
 
 

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import poll
 from dreamer_live import config
 from dreamer_live.errors import UserError
 from dreamer_live.replay import ChunkName, Reader, Writer, write_chunk
@@ -296,7 +297,7 @@ def test_prefetch_and_empty_replay(tmp_path):
         reader.sample()
     write_steps(tmp_path / "replay", "w", 0, 40)
     assert reader.refresh() == 40
-    time.sleep(0.5)  # let the prefetch thread fill its queue
+    poll("the prefetch queue to fill", lambda: reader._queue.full())
     start = time.perf_counter()
     batch = reader.sample()
     assert time.perf_counter() - start < 0.2  # ready in the queue (generous: 2 shared cores)

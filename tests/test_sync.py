@@ -38,19 +38,20 @@ def value_of(params) -> float:
 
 
 def _client_process(directory, interval, ready, stop, out):
+    """Report each version the client swaps in ("seen", version, time, value) and each new error."""
     client = sync.Client(directory, template(), HASH, interval).start()
     ready.set()
-    seen, errors, last = [], [], 0
+    errors, last = [], 0
     while not stop.is_set():
         current = client.current
         if current.version != last:
-            seen.append((current.version, time.time(), value_of(current.params)))
+            out.put(("seen", current.version, time.time(), value_of(current.params)))
             last = current.version
         if client.last_error and client.last_error not in errors:
             errors.append(client.last_error)
+            out.put(("error", client.last_error))
         time.sleep(0.005)
     client.close()
-    out.put({"seen": seen, "errors": errors})
 
 
 def test_client_process_sees_each_version_within_its_interval(tmp_path):
@@ -59,29 +60,29 @@ def test_client_process_sees_each_version_within_its_interval(tmp_path):
     proc = SPAWN.Process(target=_client_process, args=(tmp_path, interval, ready, stop, out))
     proc.start()
     assert ready.wait(60)
-    publisher, published = sync.Publisher(tmp_path, HASH, keep=3), {}
+    publisher, published, seen = sync.Publisher(tmp_path, HASH, keep=3), {}, []
     for k in (1, 2, 3):
         published[k] = time.time()
         assert publisher.publish(params_for(k), step=100 * k) == k
-        time.sleep(2 * interval)
+        seen.append(out.get(timeout=30))  # the client reports version k before k + 1 is published
     # a truncated version 4, renamed into place with the pointer naming it
     good = (tmp_path / sync.version_file(3)).read_bytes()
     write_atomic(tmp_path / sync.version_file(4), good[: len(good) // 2])
     write_atomic(tmp_path / sync.POINTER, json.dumps(
         {"version": 4, "file": sync.version_file(4), "step": 400, "time": time.time()}).encode())
-    time.sleep(3 * interval)
+    error = out.get(timeout=30)
     publisher = sync.Publisher(tmp_path, HASH, keep=3)  # a restarted learner continues at 5
     published[5] = time.time()
     assert publisher.publish(params_for(5), step=500) == 5
-    time.sleep(2 * interval)
+    seen.append(out.get(timeout=30))
     stop.set()
-    result = out.get(timeout=30)
     proc.join(timeout=30)
-    assert [v for v, _, _ in result["seen"]] == [1, 2, 3, 5]  # 4 never replaced good params
-    for version, seen_at, value in result["seen"]:
+    assert [v for _, v, _, _ in seen] == [1, 2, 3, 5]  # 4 never replaced good params
+    for _, version, seen_at, value in seen:
         assert value == version
         assert seen_at - published[version] < interval + 1.5  # generous: 2 shared cores
-    assert len(result["errors"]) == 1 and "params-000004" in result["errors"][0]
+    assert error[0] == "error" and "params-000004" in error[1]
+    assert out.empty()  # no other version or error was reported
     assert sorted(p.name for p in tmp_path.glob("params-*")) == [
         sync.version_file(v) for v in (3, 4, 5)]
 
