@@ -100,6 +100,10 @@ class Publisher:
 
     def publish(self, params: Any, step: int) -> int:
         """Write `params` (any flax-serializable pytree) as the next version; return its number."""
+        from dreamer_live.agent.agent import all_finite
+
+        if not bool(all_finite(params)):
+            raise ValueError("refusing to publish parameters holding NaN or infinity")
         payload = serialization.to_bytes(params)
         version = self.version + 1
         meta = {"format": FORMAT, "version": version, "step": int(step), "time": time.time(),
@@ -266,6 +270,10 @@ class Client:
             if np.shape(leaf) != shape or np.asarray(leaf).dtype != dtype:
                 raise ValueError(f"leaf {np.shape(leaf)} {np.asarray(leaf).dtype} does not match "
                                  f"the template's {shape} {dtype}")
+        from dreamer_live.agent.agent import all_finite
+
+        if not bool(all_finite(params)):
+            raise ValueError("holds NaN or infinity")
         if self.device_put:
             import jax
 
