@@ -1,14 +1,17 @@
 """Learner checkpoints: the full state pytree plus its counters, one msgpack file per save, newest K kept.
 
-DIR/checkpoint/state_<updates, 8 digits>.msgpack holds {"state": <flax state dict>, "meta": {counters}};
-meta.json is a readable copy of the newest one's meta. Each file is written whole under a temporary
-name and renamed into place before the oldest beyond `keep` is deleted, so a crash at any moment leaves
-every finished checkpoint. Loading takes the newest readable one; damaged newer ones are renamed to
-`*.damaged` (kept for inspection, never read again) with a warning. No pickle: flax msgpack only.
+DIR/checkpoint/state_<updates, 8 digits>.msgpack holds {"state": <flax state dict>, "meta": {counters}}
+behind a sha256 checksum, as parameter files do, so flipped bytes are caught instead of loaded; meta.json
+is a readable copy of the newest one's meta. Each file is written whole under a temporary name and
+renamed into place before the oldest beyond `keep` is deleted, so a crash at any moment leaves every
+finished checkpoint. Loading takes the newest readable one; damaged newer ones (truncated, corrupt,
+failing the checksum or holding NaN or infinity) are renamed to `*.damaged` (kept for inspection, never
+read again) with a warning. No pickle: flax msgpack only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -24,6 +27,7 @@ from dreamer_live.errors import UserError
 FILE = "state_{:08d}.msgpack"
 FILE_RE = re.compile(r"state_(\d{8,})\.msgpack")
 META_FILE = "meta.json"
+FORMAT = 2  # {"format", "sha256" of payload, "payload": msgpack of {"state", "meta"}}
 
 
 class _Unreadable(Exception):
@@ -82,7 +86,9 @@ class Checkpointer:
         state = serialization.to_state_dict(jax.device_get(state))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / FILE.format(int(meta.get("updates", 0)))
-        write_atomic(path, serialization.msgpack_serialize({"state": state, "meta": meta}))
+        payload = serialization.msgpack_serialize({"state": state, "meta": meta})
+        write_atomic(path, serialization.msgpack_serialize(
+            {"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(), "payload": payload}))
         write_atomic(self.directory / META_FILE, (json.dumps(meta, indent=1) + "\n").encode())
         self.path = path
         self._prune()
@@ -140,10 +146,20 @@ class Checkpointer:
         data = path.read_bytes()  # FileNotFoundError: pruned meanwhile, load() looks again
         try:
             blob = serialization.msgpack_restore(data)
+            if "payload" in blob:  # format 2; format 1 files (no checksum) held state and meta
+                if hashlib.sha256(blob["payload"]).hexdigest() != blob.get("sha256"):
+                    raise _Unreadable("checksum mismatch")
+                blob = serialization.msgpack_restore(blob["payload"])
             state = serialization.from_state_dict(template, blob["state"])
             meta = dict(blob.get("meta", {}))
+        except _Unreadable:
+            raise
         except Exception as e:
             raise _Unreadable(str(e).splitlines()[0][:120] if str(e) else type(e).__name__) from None
+        from dreamer_live.agent.agent import all_finite
+
+        if not bool(all_finite(state)):
+            raise _Unreadable("holds NaN or infinity")
         mismatch = _shape_mismatch(template, state)
         if mismatch:
             raise UserError(f"checkpoint {path} does not fit this agent ({mismatch}); move it "

@@ -38,6 +38,7 @@ class Learner:
         self.stop = StopFlag("learner").install()
         self.logger = Logger(logdir, "learner", quiet=config.run.quiet)
         self.updates = 0
+        self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
         self.meta: dict = {}
         self._video_thread: threading.Thread | None = None
 
@@ -139,7 +140,7 @@ class Learner:
         batch_steps = config.batch_size * config.batch_length
         now = time.monotonic()
         last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
-        window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0}
+        window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0, "skipped": 0}
         started = self.updates
         env_steps = steps_written(self.replay_dir)
         try:
@@ -164,6 +165,10 @@ class Learner:
                     # Fetching the metrics waits for the update: counts finished updates, not queued
                     # ones, and keeps JAX's async dispatch from piling up work (batches are prefetched).
                     metrics = jax.device_get(metrics)
+                    if metrics.pop("skipped"):
+                        self._skipped(window)
+                        continue
+                    self.in_a_row = 0
                     self.updates += 1
                     window["updates"] += 1
                     window["metrics"].append(metrics)
@@ -194,6 +199,18 @@ class Learner:
                             f"({self.updates - started} this run); published v{version}; "
                             f"checkpoint {checkpointer.path}")
         return state
+
+    def _skipped(self, window) -> None:
+        """Count an update skipped for a non-finite loss or gradients; stop after too many in a row."""
+        self.skipped += 1
+        self.in_a_row += 1
+        window["skipped"] += 1
+        limit = self.config.learner.max_skipped
+        if self.in_a_row >= limit:
+            raise UserError(
+                f"stopped after {limit} updates in a row with a non-finite loss or gradients (NaN "
+                f"or infinity; learner.max_skipped) at {self.updates} updates; none was published "
+                "or checkpointed: lower agent.opt.lr or check the replay, then resume")
 
     def _checkpoint(self, checkpointer, state, env_steps, version) -> None:
         self.meta.update(updates=self.updates, env_steps=int(env_steps), version=int(version))
@@ -238,15 +255,17 @@ class Learner:
             "learner/updates_per_s": rate,
             "learner/ratio_wait_frac": window["waited"] / max(1e-9, now - window["start"]),
             "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
-            "learner/policy_version": version, "replay/steps": env_steps,
+            "learner/policy_version": version, "learner/skipped_updates": self.skipped,
+            "replay/steps": env_steps,
             "replay/held": reader.num_steps})
         self.logger.write(self.updates, metrics)
         loss = metrics.get("train/loss/total", float("nan"))
         target = f"/{self.config.run.steps}" if self.config.run.steps else ""
         self.logger.status(
             f"learner | {self.updates}{target} updates | {rate:.2f} upd/s | ratio "
-            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | loss {loss:.3f}")
-        window.update(updates=0, start=now, metrics=[], waited=0.0)
+            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | loss {loss:.3f}"
+            + (f" | {window['skipped']} skipped (non-finite)" if window["skipped"] else ""))
+        window.update(updates=0, start=now, metrics=[], waited=0.0, skipped=0)
 
 
 @cli.main

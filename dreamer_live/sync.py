@@ -45,6 +45,12 @@ def model_hash(config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def finite(params: Any) -> bool:
+    """Whether every float leaf holds only finite values (numpy on the host: no JAX compile in the
+    actor, whose tick counts compiles)."""
+    return all(np.isfinite(a).all() for a in map(np.asarray, _leaves(params)) if a.dtype.kind == "f")
+
+
 def version_file(version: int) -> str:
     """The file name of a parameter version."""
     return f"params-{version:06d}.msgpack"
@@ -100,6 +106,8 @@ class Publisher:
 
     def publish(self, params: Any, step: int) -> int:
         """Write `params` (any flax-serializable pytree) as the next version; return its number."""
+        if not finite(params):
+            raise ValueError("refusing to publish parameters holding NaN or infinity")
         payload = serialization.to_bytes(params)
         version = self.version + 1
         meta = {"format": FORMAT, "version": version, "step": int(step), "time": time.time(),
@@ -269,6 +277,8 @@ class Client:
             if np.shape(leaf) != shape or np.asarray(leaf).dtype != dtype:
                 raise ValueError(f"leaf {np.shape(leaf)} {np.asarray(leaf).dtype} does not match "
                                  f"the template's {shape} {dtype}")
+        if not finite(params):
+            raise ValueError("holds NaN or infinity")
         if self.device_put:
             import jax
 

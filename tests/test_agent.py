@@ -132,6 +132,18 @@ def test_train_runs_and_reports_metrics(setup):
     assert all(jax.tree.leaves(same))
 
 
+def test_a_non_finite_update_is_skipped_and_leaves_the_state_as_it_was(setup):
+    agent, state = setup
+    batch = make_batch(agent)
+    batch["vector"][0, 3] = np.nan
+    new, metrics = agent.train(state, batch, jax.random.PRNGKey(0))
+    assert float(metrics["skipped"]) == 1.0 and not np.isfinite(float(metrics["loss/total"]))
+    same = jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), state, new)
+    assert all(jax.tree.leaves(same))
+    new, metrics = agent.train(new, make_batch(agent), jax.random.PRNGKey(0))
+    assert float(metrics["skipped"]) == 0.0 and int(new["step"]) == int(state["step"]) + 1
+
+
 def test_policy_params_are_small_and_state_serializes(setup):
     agent, state = setup
     count = lambda tree: sum(np.size(x) for x in jax.tree.leaves(tree))  # noqa: E731

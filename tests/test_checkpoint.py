@@ -93,6 +93,27 @@ def test_damaged_newest_is_set_aside_and_the_previous_loaded_with_one_warning(tm
     assert len(list(folder.glob("state*.msgpack"))) == 3  # none readable: all left where they were
 
 
+@pytest.mark.parametrize("damage", ["flipped bytes", "NaN"])
+def test_flipped_bytes_or_nan_inside_a_checkpoint_set_it_aside_like_a_truncated_one(tmp_path, damage):
+    folder = tmp_path / "checkpoint"
+    checkpointer = Checkpointer(folder, keep=3)
+    checkpointer.save(state_at(10), {"updates": 10})
+    checkpointer.save(state_at(20) if damage != "NaN" else {**state_at(20), "w": np.full(
+        (64, 64), np.nan, np.float32)}, {"updates": 20})
+    newest = folder / "state_00000020.msgpack"
+    if damage == "flipped bytes":  # 64 bytes in the middle of the weights: still valid msgpack
+        data = bytearray(newest.read_bytes())
+        middle = len(data) // 2
+        data[middle:middle + 64] = bytes(b ^ 0x01 for b in data[middle:middle + 64])
+        newest.write_bytes(bytes(data))
+    warnings = []
+    state, meta = Checkpointer(folder).load(TEMPLATE, warn=warnings.append)
+    assert_state_is(state, 10) and meta["updates"] == 10
+    reason = "checksum mismatch" if damage == "flipped bytes" else "holds NaN or infinity"
+    assert len(warnings) == 1 and f"unreadable ({reason})" in warnings[0]
+    assert (folder / "state_00000020.msgpack.damaged").exists()
+
+
 CHILD = textwrap.dedent("""
     import sys
     import numpy as np

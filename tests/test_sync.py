@@ -245,3 +245,39 @@ def test_publisher_keeps_the_newest_versions(tmp_path, keep):
     assert sorted(p.name for p in tmp_path.glob("params-*")) == [
         sync.version_file(v) for v in range(5 - keep, 5)]
     assert json.loads((tmp_path / sync.POINTER).read_text())["version"] == 4
+
+
+def write_version(directory, tree, version, step, model_hash=HASH):
+    """A parameter file as a hostile or buggy learner could write it: valid format, any values."""
+    import hashlib
+
+    from flax import serialization
+
+    payload = serialization.to_bytes(tree)
+    meta = {"format": sync.FORMAT, "version": version, "step": step, "time": time.time(),
+            "model_hash": model_hash, "sha256": hashlib.sha256(payload).hexdigest()}
+    name = sync.version_file(version)
+    write_atomic(directory / name, serialization.msgpack_serialize({"meta": meta, "params": payload}))
+    pointer = {"version": version, "step": step, "time": meta["time"], "model_hash": model_hash,
+               "file": name}
+    write_atomic(directory / sync.POINTER, json.dumps(pointer).encode())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_parameters_are_neither_published_nor_loaded(tmp_path, bad):
+    publisher = sync.Publisher(tmp_path, HASH)
+    client = sync.Client(tmp_path, template(), HASH, device_put=False)
+    publisher.publish(params_for(1), step=10)
+    assert client.poll() and client.current.version == 1
+    poisoned = params_for(2)
+    poisoned["encoder"]["bias"][3] = bad
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        publisher.publish(poisoned, step=20)
+    assert publisher.version == 1 and sorted(p.name for p in tmp_path.glob("params-*")) == [
+        sync.version_file(1)]
+    write_version(tmp_path, poisoned, 2, 20)  # written around the publisher's check
+    assert client.poll() is False and client.current.version == 1 and value_of(client.current.params) == 1
+    assert "NaN or infinity" in client.last_error
+    publisher.version = 2
+    publisher.publish(params_for(3), step=30)  # the next good version is taken
+    assert client.poll() and client.current.version == 3 and value_of(client.current.params) == 3

@@ -27,6 +27,13 @@ def global_norm(tree):
     return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(f32))) for x in jax.tree.leaves(tree)))
 
 
+def all_finite(tree) -> jax.Array:
+    """True (a scalar array) when every float leaf of `tree` holds only finite values."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves \
+        else jnp.asarray(True)
+
+
 def _check_spaces(obs_space, act_space):
     for key in steps.game_keys(obs_space):
         space = obs_space[key]
@@ -163,6 +170,10 @@ class Agent:
         metrics = {k: jnp.asarray(v, f32) for k, v in metrics.items()}
         new = {"params": params, "slow_critic": slow, "opt": opt_state, "retnorm": retnorm,
                "step": state["step"] + 1}
+        # A non-finite loss, gradient or result leaves the state as it was (the learner counts these).
+        ok = all_finite((metrics["loss/total"], grads, new))
+        new = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, state)
+        metrics["skipped"] = 1.0 - ok.astype(f32)
         return new, metrics
 
     # ------------------------------------------------------------------------------------------
