@@ -201,3 +201,23 @@ def test_learner_trains_on_the_real_chunks_beside_every_hostile_one(base, tmp_pa
     held = [json.loads(line).get("replay/held") for line in
             (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert 200 in held
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("act.n", 10**9, "act.n 1000000000 is not 1 to 4096 actions"),
+    ("obs.vector.shape", [10**5, 10**5], r"shape \(100000, 100000\) is beyond"),
+])
+def test_hostile_spaces_json_is_one_line_not_a_hang(base, tmp_path, field, value, reason):
+    import json
+    import re
+
+    replay = copy_replay(base, tmp_path)
+    spaces = json.loads((replay / "spaces.json").read_text())
+    node = spaces
+    *parents, leaf = field.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    (replay / "spaces.json").write_text(json.dumps(spaces))
+    result = command("dreamer_live.learner", tmp_path, "--run.steps", "5", timeout=120)
+    assert re.search(r"spaces\.json is unreadable \(.*" + reason, error_line(result))
