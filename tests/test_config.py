@@ -72,3 +72,20 @@ def test_command_line_error_is_one_line():
 def test_attaching_to_the_game_is_not_identity(tmp_path):
     cli.logdir_config(tmp_path, ["debug"], {})
     cli.logdir_config(tmp_path, ["debug"], {"env.window": True})  # accepted: same model, same game
+
+
+def test_every_number_and_choice_has_its_rule_beside_its_default():
+    table = config.rules()
+    for name, value in config.defaults().flat().items():
+        if isinstance(value, (int, float, list)) and not isinstance(value, bool):
+            assert name in table, f"{name} has no [range] in configs/defaults.yaml"
+        if name in table:
+            for item in value if isinstance(value, list) else [value]:
+                assert table[name].allows(item), (name, value)  # every default is valid
+    for name in ("env.clock", "env.obs", "agent.norm", "agent.act", "agent.opt.name", "actor.mode"):
+        assert table[name].choices, name
+    assert config.resolve(overrides={"agent.opt.beta1": 0.0, "actor.hz": 1000})  # bounds included
+    with pytest.raises(UserError, match=r"'agent\.opt\.beta1' must be in \[0, 1\), got 1\.0"):
+        config.resolve(overrides={"agent.opt.beta1": 1})
+    with pytest.raises(UserError, match=r"'agent\.enc\.mults' must be in \[1, 64\], got \[2, 0\]"):
+        config.resolve(overrides={"agent.enc.mults": [2, 0]})
