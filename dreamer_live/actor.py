@@ -16,7 +16,6 @@ import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.actor_core import ActorCore, random_action
-from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import StopFlag
@@ -252,8 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     p = cli.parser("python -m dreamer_live.actor",
                    "Play a game in real time into DIR/replay with the learner's latest policy.")
     args, config = cli.parse(p, argv)
-    if config.actor.hz <= 0:
-        raise UserError(f"actor.hz must be positive, got {config.actor.hz}")
     return run_actor(config, args.logdir)
 
 

@@ -42,7 +42,10 @@ def parse(p: argparse.ArgumentParser, argv: list[str] | None = None, write: bool
 def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
                   write: bool = True) -> configlib.Config:
     """Resolve the config for `logdir`: reuse its config.yaml, refuse a conflicting one unless forced."""
-    path = pathlib.Path(logdir) / "config.yaml"
+    logdir = pathlib.Path(logdir)
+    if logdir.exists() and not logdir.is_dir():
+        raise UserError(f"--logdir {logdir} is a file, not a folder")
+    path = logdir / "config.yaml"
     old = None
     if path.exists():
         old = configlib.defaults().update(configlib.read_yaml(path) or {})
@@ -58,9 +61,17 @@ def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
             raise UserError(
                 f"{logdir} was configured with {key}={old.flat().get(key)!r}, this run asks "
                 f"{new.flat().get(key)!r}{more}; use the same --configs, a new --logdir, or --force")
-    if write and (old is None or force):
-        pathlib.Path(logdir).mkdir(parents=True, exist_ok=True)
-        write_atomic(path, new.yaml().encode())
+    if write:
+        try:
+            logdir.mkdir(parents=True, exist_ok=True)
+            if old is None or force:
+                write_atomic(path, new.yaml().encode())
+            else:  # a read-only logdir fails here, not deep inside a run
+                probe = logdir / f".write-check-{os.getpid()}"
+                write_atomic(probe, b"")
+                probe.unlink()
+        except OSError as e:
+            raise UserError(f"cannot write to --logdir {logdir}: {e.strerror or e}") from None
     return new
 
 
@@ -95,6 +106,12 @@ def setup_jax(config: configlib.Config) -> None:
     if config.jax.platform:
         os.environ.setdefault("JAX_PLATFORMS", config.jax.platform)
     import jax
+
+    try:
+        jax.devices()
+    except RuntimeError as e:
+        raise UserError(f"JAX cannot use platform {os.environ.get('JAX_PLATFORMS')!r} here "
+                        f"(jax.platform): {str(e).splitlines()[0][:200]}") from None
 
     if config.jax.compile_cache:
         path = cache_dir() / "jax"

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import io
+import math
 import pathlib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -181,6 +185,70 @@ class Config(Mapping):
         return dump_yaml(to_plain(self))
 
 
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A key's valid values as its comment in defaults.yaml states them: an interval or choices."""
+
+    text: str
+    interval: tuple[float, float, bool, bool] | None = None  # low, high, low open, high open
+    choices: tuple[str, ...] = ()
+
+    def allows(self, value: Any) -> bool:
+        """True when `value` (one element, for a list) is valid."""
+        if self.interval is None:
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        low, high, low_open, high_open = self.interval
+        return (value > low if low_open else value >= low) and \
+            (value < high if high_open else value <= high)
+
+
+_RULE_RE = re.compile(r"#\s*(?:([\[(])\s*([^,\s]+)\s*,\s*([^\])\s]+)\s*([\])])|\{([^}]*)\})")
+_KEY_RE = re.compile(r"^( *)([A-Za-z_][A-Za-z0-9_]*):(.*)$")
+
+
+@functools.lru_cache(maxsize=None)
+def rules() -> dict[str, Rule]:
+    """Dotted key -> Rule, from the comments that start with [a, b] or {x, y} in defaults.yaml."""
+    found, parents = {}, []  # parents: (indent, name) of the enclosing sections
+    for line in (CONFIG_DIR / "defaults.yaml").read_text().splitlines():
+        match = _KEY_RE.match(line)
+        if not match:
+            continue
+        indent, key, rest = len(match.group(1)), match.group(2), match.group(3)
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        name = ".".join([p for _, p in parents] + [key])
+        value, _, comment = rest.partition(" #")
+        if not value.strip():
+            parents.append((indent, key))
+        rule = _RULE_RE.match("#" + comment) if comment else None
+        if rule and rule.group(5) is not None:
+            choices = tuple(c.strip().strip('"') for c in rule.group(5).split(","))
+            found[name] = Rule(rule.group(0)[1:].strip(), choices=choices)
+        elif rule:
+            opening, low, high, closing = rule.group(1, 2, 3, 4)
+            found[name] = Rule(rule.group(0)[1:].strip(), interval=(
+                float(low), float(high), opening == "(", closing == ")"))
+    return found
+
+
+def check_values(config: Config) -> None:
+    """Raise a UserError naming the first key whose value is outside its rule or is not finite."""
+    table = rules()
+    for name, value in config.flat().items():
+        if name in FREE_FORM:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise UserError(f"config key '{name}' must be a finite number, got {value!r}")
+            rule = table.get(name)
+            if rule is not None and not rule.allows(item):
+                kind = "one of" if rule.choices else "in"
+                raise UserError(f"config key '{name}' must be {kind} {rule.text}, got {value!r}")
+
+
 def _has_dots(changes: Mapping) -> bool:
     return any("." in key for key in changes)
 
@@ -237,12 +305,15 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 
 def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any] | None = None,
             base: Config | None = None) -> Config:
-    """Defaults (or `base`), then presets in order, then dotted overrides; every key type-checked."""
+    """Defaults (or `base`), then presets in order, then dotted overrides; every key checked for its
+    type and for the range or choices its comment in defaults.yaml gives."""
     config = base if base is not None else defaults()
     table = presets() if names else {}
     for name in names:
         config = config.update(_preset(name, table))
-    return config.update(overrides or {})
+    config = config.update(overrides or {})
+    check_values(config)
+    return config
 
 
 def is_identity(key: str) -> bool:

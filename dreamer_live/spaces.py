@@ -7,6 +7,7 @@ another machine). Written into the replay folder so that it travels with a copie
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 
@@ -17,6 +18,13 @@ from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import UserError
 
 FILE = "spaces.json"
+# Sizes a spaces.json may declare: the agent is built from them, and a huge one would take the learner
+# minutes (or all memory) to build, beyond Ctrl-C. Generous for games: 18 Atari actions, 1024x1024x4.
+MAX_ACTIONS = 4096
+MAX_OBS_ELEMENTS = 1 << 22
+MAX_OBS_DIMS = 3
+# Per-step keys the actor stores beside the observation and the action: the tick's bookkeeping.
+TICK_SPEC = {"tick_time": ((), np.dtype(np.float64)), "tick_late_ms": ((), np.dtype(np.float32))}
 
 
 def _box(space: gymnasium.spaces.Box) -> dict:
@@ -26,10 +34,41 @@ def _box(space: gymnasium.spaces.Box) -> dict:
 
 def _unbox(data: dict) -> gymnasium.spaces.Box:
     dtype = np.dtype(data["dtype"])
-    shape = tuple(data["shape"])
+    shape = tuple(int(n) for n in data["shape"])
+    if len(shape) > MAX_OBS_DIMS or math.prod(shape) > MAX_OBS_ELEMENTS:
+        raise ValueError(f"shape {shape} is beyond {MAX_OBS_DIMS} dimensions of "
+                         f"{MAX_OBS_ELEMENTS} values")
     low = np.asarray(data["low"], np.float64 if dtype.kind == "f" else dtype)
     high = np.asarray(data["high"], np.float64 if dtype.kind == "f" else dtype)
     return gymnasium.spaces.Box(low.astype(dtype), high.astype(dtype), shape, dtype)
+
+
+def action_dim(act_space: gymnasium.spaces.Space) -> int:
+    """Length of the agent's action vector: one-hot over Discrete(n), or a Box flattened."""
+    if isinstance(act_space, gymnasium.spaces.Discrete):
+        return int(act_space.n)
+    if isinstance(act_space, gymnasium.spaces.Box):
+        return max(1, math.prod(act_space.shape))
+    raise ValueError(f"unsupported action space {act_space}")
+
+
+def replay_spec(obs_space: dict, act_space: gymnasium.spaces.Space) -> dict:
+    """What every step in the actor's replay holds: key -> (per-step shape, dtype)."""
+    spec = {key: (tuple(space.shape), np.dtype(space.dtype)) for key, space in obs_space.items()}
+    spec["action"] = ((action_dim(act_space),), np.dtype(np.float32))
+    return {**spec, **TICK_SPEC}
+
+
+def _check_sizes(obs: dict, act: gymnasium.spaces.Space) -> None:
+    if action_dim(act) > MAX_ACTIONS or (hasattr(act, "n") and int(act.n) < 1):
+        raise ValueError(f"action space {act} is not 1 to {MAX_ACTIONS} actions")
+    for key, box in obs.items():
+        if len(box.shape) > MAX_OBS_DIMS or math.prod(box.shape) > MAX_OBS_ELEMENTS \
+                or 0 in box.shape:
+            raise ValueError(f"observation '{key}' has shape {box.shape}; at most {MAX_OBS_DIMS} "
+                             f"dimensions of {MAX_OBS_ELEMENTS} values in all, none empty")
+        if np.dtype(box.dtype).kind not in "biuf":
+            raise ValueError(f"observation '{key}' has dtype {box.dtype}")
 
 
 def to_json(obs_space: dict, act_space: gymnasium.spaces.Space) -> str:
@@ -62,10 +101,13 @@ def load(directory: str | os.PathLike):
         obs = {key: _unbox(box) for key, box in data["obs"].items()}
         act = data["act"]
         if act["kind"] == "discrete":
+            if not isinstance(act["n"], int) or not 1 <= act["n"] <= MAX_ACTIONS:
+                raise ValueError(f"act.n {act['n']!r} is not 1 to {MAX_ACTIONS} actions")
             space = gymnasium.spaces.Discrete(act["n"], start=act.get("start", 0))
         else:
             space = _unbox(act)
-    except (ValueError, KeyError, TypeError) as e:
+        _check_sizes(obs, space)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{path} is unreadable ({e})") from None
     return obs, space
 

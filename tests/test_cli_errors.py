@@ -86,7 +86,83 @@ def test_unreadable_checkpoint(tmp_path):
 def test_run_reports_the_failing_child(tmp_path):
     """A child that fails is named with its exit status; the other is stopped; the run fails."""
     result = command("dreamer_live.run", "--logdir", tmp_path, "--configs", "debug",
-                     "--run.quiet", "true", "--actor.hz", "-1")
+                     "--run.quiet", "true", "--env.name", "dreamer_live/NoSuch-v0")
     assert result.returncode == 2, result
-    assert re.search(r"actor.*hz must be", result.stderr), result.stderr
+    assert re.search(r"actor: error: unknown built-in game", result.stderr), result.stderr
     assert re.search(r"run: actor failed \(exit code 2\); stopping learner", result.stderr)
+
+
+NONSENSE = [  # issue 17: tracebacks (exit 1) or silently accepted before
+    ("--actor.hz", "1e999", r"'actor\.hz' must be a finite number, got inf"),
+    ("--actor.hz", ".nan", r"'actor\.hz' must be a finite number, got nan"),
+    ("--actor.id", "-1", r"'actor\.id' must be in \[0, 999999\], got -1"),
+    ("--actor.mode", "bogus", r"'actor\.mode' must be one of \{train, eval\}, got 'bogus'"),
+    ("--jax.platform", "tpu", r"'jax\.platform' must be one of .*got 'tpu'"),
+    ("--agent.rssm.deter", "0", r"'agent\.rssm\.deter' must be in \[1, 65536\], got 0"),
+    ("--agent.act", "bogus", r"'agent\.act' must be one of \{silu, gelu, relu, tanh\}"),
+    ("--agent.horizon", "0", r"'agent\.horizon' must be in \[1, inf\), got 0"),
+    ("--agent.opt.name", "bogus", r"'agent\.opt\.name' must be one of \{laprop, adam\}"),
+    ("--batch_size", "100000000", r"'batch_size' must be in \[1, 4096\], got 100000000"),
+    ("--agent.opt.lr", "-1", r"'agent\.opt\.lr' must be in \(0, inf\), got -1\.0"),
+    ("--run.train_ratio", "-1", r"'run\.train_ratio' must be in \[0, inf\), got -1\.0"),
+    ("--actor.steps", "-3", r"'actor\.steps' must be in \[0, inf\), got -3"),
+    ("--actor.duration", "-1", r"'actor\.duration' must be in \[0, inf\), got -1\.0"),
+    ("--learner.threads", "-5", r"'learner\.threads' must be in \[-1, 4096\], got -5"),
+    ("--env.size", "0,0", r"'env\.size' must be in \[4, 1024\], got \[0, 0\]"),
+]
+
+
+@pytest.mark.parametrize("flag, value, message", NONSENSE, ids=[f"{f} {v}" for f, v, _ in NONSENSE])
+def test_nonsense_values_are_one_line_and_exit_2(tmp_path, flag, value, message):
+    result = command("dreamer_live.actor", "--logdir", tmp_path / "run", "--configs", "debug",
+                     flag, value)
+    assert_one_line_error(result, r"^actor: error: config key " + message)
+    assert result.returncode == 2 and not (tmp_path / "run").exists()
+
+
+def test_logdir_that_is_a_file(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = command("dreamer_live.learner", "--logdir", tmp_path / "file", "--configs", "debug")
+    assert_one_line_error(result, r"--logdir .*file is a file, not a folder")
+    assert result.returncode == 2 and (tmp_path / "file").read_text() == "not a folder"
+
+
+def test_platform_this_machine_lacks(tmp_path):
+    import jax
+
+    if any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("this machine has a GPU")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    result = subprocess.run([sys.executable, "-m", "dreamer_live.actor", "--logdir",
+                             str(tmp_path / "run"), "--configs", "debug", "--jax.platform", "gpu"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert_one_line_error(result, r"JAX cannot use platform 'gpu' here \(jax\.platform\)")
+    assert result.returncode == 2
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A read-only tmpfs (as root: chmod does not stop root), else the test is skipped."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        os.chmod(folder, 0o555)
+        yield folder
+        os.chmod(folder, 0o755)
+        return
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs: {mount.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("where", ["inside", "itself"])
+def test_read_only_logdir(read_only_folder, where):
+    logdir = read_only_folder / "run" if where == "inside" else read_only_folder
+    result = command("dreamer_live.learner", "--logdir", logdir, "--configs", "debug")
+    assert_one_line_error(result, r"cannot write to --logdir .*: (Read-only file system|Permission)")
+    assert result.returncode == 2

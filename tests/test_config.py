@@ -83,3 +83,20 @@ def test_every_default_key_says_what_it_is():
     bare = [line for line in (config.CONFIG_DIR / "defaults.yaml").read_text().splitlines()
             if re.match(r"^\s*[a-z_0-9]+:\s*\S", line) and "#" not in line]
     assert not bare, bare
+
+
+def test_every_number_and_choice_has_its_rule_beside_its_default():
+    table = config.rules()
+    for name, value in config.defaults().flat().items():
+        if isinstance(value, (int, float, list)) and not isinstance(value, bool):
+            assert name in table, f"{name} has no [range] in configs/defaults.yaml"
+        if name in table:
+            for item in value if isinstance(value, list) else [value]:
+                assert table[name].allows(item), (name, value)  # every default is valid
+    for name in ("env.clock", "env.obs", "agent.norm", "agent.act", "agent.opt.name", "actor.mode"):
+        assert table[name].choices, name
+    assert config.resolve(overrides={"agent.opt.beta1": 0.0, "actor.hz": 1000})  # bounds included
+    with pytest.raises(UserError, match=r"'agent\.opt\.beta1' must be in \[0, 1\), got 1\.0"):
+        config.resolve(overrides={"agent.opt.beta1": 1})
+    with pytest.raises(UserError, match=r"'agent\.enc\.mults' must be in \[1, 64\], got \[2, 0\]"):
+        config.resolve(overrides={"agent.enc.mults": [2, 0]})

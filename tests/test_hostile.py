@@ -110,3 +110,114 @@ def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, tmp_path):
     with Reader(tmp_path / "replay", prefetch=0) as reader:
         actions = np.concatenate(list(reader.read_stream("action").values()))
     assert len(actions) >= 350 and np.isfinite(actions).all()
+
+
+def arrays_of(path: pathlib.Path) -> dict:
+    with np.load(path) as data:
+        return {key: data[key] for key in data.files}
+
+
+def lying_name(replay):
+    """A real chunk under a far-future name declaring 10^9 steps."""
+    name = "20991231T235959-9_abcdef-000999-1000000000.npz"
+    shutil.copy(min(replay.glob("*-0_*.npz")), replay / name)
+    return name
+
+
+def zip_bomb(replay):
+    """A few kB of zeros that inflate to 32 MB, named for the 8,000,000 steps they declare."""
+    name = "20261122T000001-7_bbbbbb-000000-8000000.npz"
+    np.savez_compressed(replay / name, reward=np.zeros(8_000_000, np.float32))
+    return name
+
+
+def foreign(replay):
+    """The real keys, 5,000 steps, and a vector 3 wider than the game's."""
+    arrays = {k: np.repeat(v[:1], 5000, axis=0) for k, v in arrays_of(min(replay.glob("*-0_*.npz"))).items()}
+    arrays["vector"] = np.zeros((5000, arrays["vector"].shape[1] + 3), np.float32)
+    name = "20261122T000002-8_cccccc-000000-5000.npz"
+    np.savez_compressed(replay / name, **arrays)
+    return name
+
+
+def non_finite(replay):
+    """A real chunk with one NaN reward and one infinite observation, as a new stream."""
+    arrays = arrays_of(min(replay.glob("*-0_*.npz")))
+    arrays["reward"][5], arrays["vector"][7, 1] = np.nan, np.inf
+    name = f"20261122T000003-5_eeeeee-000000-{len(arrays['reward'])}.npz"
+    np.savez_compressed(replay / name, **arrays)
+    return name
+
+
+def fifo(replay):
+    name = "20261122T000004-6_dddddd-000000-32.npz"
+    os.mkfifo(replay / name)
+    return name
+
+
+def dev_zero(replay):
+    name = "20261122T000005-6_ffffff-000000-32.npz"
+    os.symlink("/dev/zero", replay / name)
+    return name
+
+
+HOSTILE_CHUNKS = {"lying name": lying_name, "zip bomb": zip_bomb, "foreign chunk": foreign,
+                  "non-finite values": non_finite, "fifo": fifo, "symlink to /dev/zero": dev_zero}
+REASONS = {"lying name": "declares 1000000000 steps", "zip bomb": "declares 8000000 steps",
+           "foreign chunk": "'vector' is (7,) float32, expected (4,) float32",
+           "non-finite values": "non-finite values", "fifo": "not a regular file",
+           "symlink to /dev/zero": "not a regular file"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", HOSTILE_CHUNKS)
+def test_a_hostile_chunk_is_quarantined_with_its_reason_and_hides_nothing(base, tmp_path, case,
+                                                                         caplog):
+    import logging
+
+    from dreamer_live.replay import Reader
+
+    replay = copy_replay(base, tmp_path)
+    real = sorted(p.name for p in replay.glob("*.npz"))
+    name = HOSTILE_CHUNKS[case](replay)
+    with caplog.at_level(logging.WARNING, logger="dreamer_live.replay"):
+        with Reader(replay, capacity=1_000_000, prefetch=0) as reader:
+            assert reader.num_steps == 200 and reader.corrupt == [name]
+    assert sorted(p.name for p in replay.glob("*.npz")) == real  # every real chunk stays
+    assert os.path.lexists(replay / "corrupt" / name)
+    assert any(name in r.getMessage() and REASONS[case] in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+
+
+def test_learner_trains_on_the_real_chunks_beside_every_hostile_one(base, tmp_path):
+    import json
+
+    replay = copy_replay(base, tmp_path)
+    names = [make(replay) for make in HOSTILE_CHUNKS.values()]
+    result = command("dreamer_live.learner", tmp_path, "--run.steps", "3", "--run.train_ratio", "0",
+                     timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (replay / "corrupt").iterdir()) == sorted(names)
+    held = [json.loads(line).get("replay/held") for line in
+            (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert 200 in held
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("act.n", 10**9, "act.n 1000000000 is not 1 to 4096 actions"),
+    ("obs.vector.shape", [10**5, 10**5], r"shape \(100000, 100000\) is beyond"),
+])
+def test_hostile_spaces_json_is_one_line_not_a_hang(base, tmp_path, field, value, reason):
+    import json
+    import re
+
+    replay = copy_replay(base, tmp_path)
+    spaces = json.loads((replay / "spaces.json").read_text())
+    node = spaces
+    *parents, leaf = field.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    (replay / "spaces.json").write_text(json.dumps(spaces))
+    result = command("dreamer_live.learner", tmp_path, "--run.steps", "5", timeout=120)
+    assert re.search(r"spaces\.json is unreadable \(.*" + reason, error_line(result))

@@ -3,14 +3,13 @@ actor with entropy bonus, two-hot critic with a slow-critic regularizer, and the
 
 from __future__ import annotations
 
-import math
-
 import gymnasium
 import jax
 import jax.numpy as jnp
 
 from dreamer_live.agent import dists, rssm as rssmlib
 from dreamer_live.agent.nets import Head
+from dreamer_live.spaces import action_dim
 
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
@@ -63,12 +62,7 @@ class ActorCritic:
     def __init__(self, cfg, act_space, dtype):
         self.cfg = cfg
         self.discrete = isinstance(act_space, gymnasium.spaces.Discrete)
-        if self.discrete:
-            self.act_dim = int(act_space.n)
-        elif isinstance(act_space, gymnasium.spaces.Box):
-            self.act_dim = max(1, math.prod(act_space.shape))
-        else:
-            raise ValueError(f"unsupported action space {act_space}")
+        self.act_dim = action_dim(act_space)
         p, v = cfg.policy, cfg.value
         common = dict(norm=cfg.norm, act=cfg.act, dtype=dtype)
         outputs = self.act_dim if self.discrete else 2 * self.act_dim

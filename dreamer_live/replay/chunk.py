@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import os
 import pathlib
 import re
+import stat
 import time
 import zipfile
 
@@ -32,6 +34,8 @@ NAME_RE = re.compile(r"^(\d{8}T\d{6})-([A-Za-z0-9_]+)-(\d{6,})-(\d+)\.npz$")
 WRITER_ID_RE = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 # Array kinds a chunk may hold: bool, signed, unsigned, float; anything else (object, str) is rejected.
 ALLOWED_KINDS = "biuf"
+# Deflate cannot shrink data more than 1032:1; a member that claims to inflate further is a bomb.
+MAX_RATIO = 1100
 
 Spec = dict[str, tuple[tuple[int, ...], np.dtype]]  # key -> (per-step shape, dtype)
 
@@ -104,9 +108,23 @@ def _read_header(f) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(shape), np.dtype(dtype)
 
 
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The bytes of a regular file; ChunkError for anything else (a FIFO would block the reader
+    forever, a link to /dev/zero never end)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_BINARY", 0)
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ChunkError("not a regular file")
+    with os.fdopen(os.open(path, flags), "rb") as f:  # no symlink swapped in after the check
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ChunkError("not a regular file")
+        return f.read()
+
+
 def load_chunk(data: bytes, length: int, spec: Spec | None = None) -> dict[str, np.ndarray]:
     """Decode a chunk file's bytes; raise ChunkError unless every array is a plain numeric array of
-    `length` steps matching `spec` (same keys, per-step shapes and dtypes) when one is given.
+    `length` steps matching `spec` (same keys, per-step shapes and dtypes) when one is given, whose
+    size agrees with its zip entry within deflate's ratio, and whose floats are all finite.
 
     Headers are checked before any data is read, so a hostile file cannot make us allocate or unpickle.
     """
@@ -124,6 +142,10 @@ def load_chunk(data: bytes, length: int, spec: Spec | None = None) -> dict[str, 
             for key, member in zip(keys, members):
                 with zf.open(member) as f:
                     shape, dtype = _read_header(f)
+                    size = f.tell() + math.prod(shape) * dtype.itemsize
+                if size != member.file_size or size > MAX_RATIO * max(1, member.compress_size):
+                    raise ChunkError(f"'{key}' declares {shape} {dtype} ({size} bytes) in a "
+                                     f"{member.compress_size}-byte entry of {member.file_size}")
                 if dtype.hasobject or dtype.kind not in ALLOWED_KINDS or dtype.fields is not None:
                     raise ChunkError(f"'{key}' has dtype {dtype}, not a plain numeric array")
                 if not shape or shape[0] != length:
@@ -134,6 +156,9 @@ def load_chunk(data: bytes, length: int, spec: Spec | None = None) -> dict[str, 
                         f"'{key}' is {shape[1:]} {dtype}, expected {want[0]} {want[1]}")
                 with zf.open(member) as f:
                     arrays[key] = np.lib.format.read_array(f, allow_pickle=False)
+                if dtype.kind == "f" and not np.isfinite(arrays[key]).all():
+                    bad = int(np.count_nonzero(~np.isfinite(arrays[key])))
+                    raise ChunkError(f"'{key}' holds {bad} non-finite values (NaN or infinity)")
             return arrays
     except ChunkError:
         raise

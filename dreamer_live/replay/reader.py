@@ -5,10 +5,12 @@ folder of thousands of chunks costs one directory listing). Chunks are dropped o
 order they were loaded) to stay within `capacity` steps. A prefetch thread keeps up to `prefetch`
 batches of the default shape ready, so sample() returns at once while data is there.
 
-The reader never modifies the folder except to move a bad chunk (truncated, corrupt, wrong keys,
-shapes or dtypes than the majority of the first load, or than a given spec) into `corrupt/` beside the
-chunks; with readonly=True it moves nothing and only
-reports. Every bad chunk is logged once with its name (logger "dreamer_live.replay").
+The reader never modifies the folder except to move a bad chunk into `corrupt/` beside the chunks:
+not a regular file, truncated, corrupt, declaring more steps than its name or capacity or a size beyond
+deflate's ratio, holding NaN or infinity, or with other keys, shapes or dtypes than expected. Expected
+is a given spec, else what the actor's spaces.json in the folder says, else (a replay without one) the
+majority of the first load. With readonly=True it moves nothing and only reports. Every bad chunk is
+logged once with its name and reason (logger "dreamer_live.replay").
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import time
 
 import numpy as np
 
+from dreamer_live import spaces as spaceslib
 from dreamer_live.errors import UserError
 from dreamer_live.replay.chunk import (ChunkError, ChunkName, Spec, list_chunks, load_chunk,
-                                      spec_mismatch)
+                                      read_regular, spec_mismatch)
 from dreamer_live.replay.stored import StoredChunk, Table
 
 log = logging.getLogger("dreamer_live.replay")
@@ -84,26 +87,37 @@ class Reader:
     def refresh(self) -> int:
         """Load chunk files that appeared since the last call; return the number of new steps."""
         with self._refresh_lock:
+            self._spec_from_spaces()
             new = sorted((fields, name)
                          for name, fields in list_chunks(self.directory, self._known).items())
             if not new:
                 return 0
-            # Only the newest chunks that fit in capacity: older ones would be dropped at once.
-            keep, total = [], 0
-            for fields, name in reversed(new):
-                if keep and total + fields.length > self.capacity:
-                    break
-                keep.append((fields, name))
-                total += fields.length
-            for _, name in new[:len(new) - len(keep)]:
-                self._known.add(name)
-            added, last_report = 0, time.monotonic()
-            for i, (fields, name) in enumerate(reversed(keep)):
-                added += self._load(name, fields)
+            # Newest first, only as many as fit in capacity (older ones would be dropped at once);
+            # a chunk that turns out bad takes no room, so it cannot crowd out the good ones.
+            loaded, total, full, last_report = [], 0, False, time.monotonic()
+            for i, (fields, name) in enumerate(reversed(new)):
+                if not 0 < fields.length <= self.capacity:
+                    self._known.add(name)
+                    self._reject(self.directory / name, f"declares {fields.length} steps; "
+                                 f"replay.capacity is {self.capacity}")
+                    continue
+                full = full or (bool(loaded) and total + fields.length > self.capacity)
+                if full:
+                    self._known.add(name)
+                    continue
+                arrays = self._load(name, fields)
+                if arrays is not None:
+                    loaded.append((fields, arrays))
+                    total += fields.length
                 if time.monotonic() - last_report > 5.0:
-                    log.info("replay: loaded %d/%d chunks from %s", i + 1, len(keep),
+                    log.info("replay: loaded %d/%d chunks from %s", i + 1, len(new),
                              self.directory)
                     last_report = time.monotonic()
+            for fields, arrays in reversed(loaded):  # arrival order: oldest first
+                self._stored.append(StoredChunk(fields, arrays, self._arrived))
+                self._arrived += fields.length
+                self._held += fields.length
+            added = total
             if self._spec is None and self._stored:
                 added -= self._settle_spec()
             while self._held > self.capacity and len(self._stored) > 1:
@@ -113,28 +127,36 @@ class Reader:
                 self._changed.set()
             return added
 
-    def _load(self, name: str, fields: ChunkName) -> int:
+    def _spec_from_spaces(self) -> None:
+        """Take the expected keys, shapes and dtypes from the actor's spaces.json once it is there."""
+        if self._spec is not None or self._stored:
+            return
+        found = spaceslib.load(self.directory)
+        if found is not None:
+            self._spec = spaceslib.replay_spec(*found)
+
+    def _load(self, name: str, fields: ChunkName) -> dict[str, np.ndarray] | None:
         path = self.directory / name
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError:
             self._known.add(name)  # moved away meanwhile (another reader found it bad)
-            return 0
+            return None
+        except ChunkError as e:
+            self._known.add(name)
+            self._reject(path, str(e))
+            return None
         except OSError as e:  # in use or a network hiccup: not the file's fault, retry next time
             if name not in self._unreadable:
                 log.warning("replay: cannot read %s yet (%s); will retry", path, e)
                 self._unreadable.add(name)
-            return 0
+            return None
         self._known.add(name)
         try:
-            arrays = load_chunk(data, fields.length, self._spec)
+            return load_chunk(data, fields.length, self._spec)
         except ChunkError as e:
             self._reject(path, str(e))
-            return 0
-        self._stored.append(StoredChunk(fields, arrays, self._arrived))
-        self._arrived += fields.length
-        self._held += fields.length
-        return fields.length
+            return None
 
     def _settle_spec(self) -> int:
         """Fix the expected keys/shapes/dtypes to those of most steps loaded so far (so one odd file
