@@ -69,7 +69,7 @@ class ActorCore:
         step = steps.without_log(obs)
         step[steps.ACTION] = action
         if tick_time is not None:
-            step["tick_time"], step["tick_late_ms"] = np.float64(tick_time), np.float32(late_ms)
+            step.update(steps.tick_fields(tick_time, late_ms))
         return step
 
 

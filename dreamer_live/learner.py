@@ -22,14 +22,6 @@ from dreamer_live.metrics import Logger
 from dreamer_live.process import StopFlag, learner_threads, share_cpu
 
 
-
-def steps_written(replay_dir: pathlib.Path) -> int:
-    """Env steps in a replay folder's chunk files (from their names; beyond the reader's capacity)."""
-    from dreamer_live.replay.chunk import list_chunks
-
-    return sum(fields.length for fields in list_chunks(replay_dir).values())
-
-
 class Learner:
     """Owns the agent state, the replay reader, the publisher, checkpoints and metrics."""
 
@@ -142,7 +134,7 @@ class Learner:
         last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
         window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0, "skipped": 0}
         started = self.updates
-        env_steps = steps_written(self.replay_dir)
+        env_steps = reader.steps_written()
         try:
             while not self.stop:
                 if run.steps and self.updates >= run.steps:
@@ -150,7 +142,7 @@ class Learner:
                 now = time.monotonic()
                 if now - last["refresh"] >= 1.0:
                     reader.refresh()
-                    env_steps = steps_written(self.replay_dir)
+                    env_steps = reader.steps_written()
                     last["refresh"] = now
                 allowed = (run.train_ratio * env_steps / batch_steps
                            if run.train_ratio > 0 and not self.offline else float("inf"))

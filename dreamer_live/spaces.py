@@ -14,6 +14,7 @@ import pathlib
 import gymnasium
 import numpy as np
 
+from dreamer_live import steps
 from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import UserError
 
@@ -23,8 +24,6 @@ FILE = "spaces.json"
 MAX_ACTIONS = 4096
 MAX_OBS_ELEMENTS = 1 << 22
 MAX_OBS_DIMS = 3
-# Per-step keys the actor stores beside the observation and the action: the tick's bookkeeping.
-TICK_SPEC = {"tick_time": ((), np.dtype(np.float64)), "tick_late_ms": ((), np.dtype(np.float32))}
 
 
 def _box(space: gymnasium.spaces.Box) -> dict:
@@ -55,8 +54,8 @@ def action_dim(act_space: gymnasium.spaces.Space) -> int:
 def replay_spec(obs_space: dict, act_space: gymnasium.spaces.Space) -> dict:
     """What every step in the actor's replay holds: key -> (per-step shape, dtype)."""
     spec = {key: (tuple(space.shape), np.dtype(space.dtype)) for key, space in obs_space.items()}
-    spec["action"] = ((action_dim(act_space),), np.dtype(np.float32))
-    return {**spec, **TICK_SPEC}
+    spec[steps.ACTION] = ((action_dim(act_space),), np.dtype(np.float32))
+    return {**spec, **{key: ((), dtype) for key, dtype in steps.TICK_DTYPES.items()}}
 
 
 def _check_sizes(obs: dict, act: gymnasium.spaces.Space) -> None:

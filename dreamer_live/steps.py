@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 FLAG_KEYS = ("reward", "is_first", "is_last", "is_terminal")  # every observation carries these
 LOG_PREFIX = "log/"  # env bookkeeping (progress values for the wrappers, metrics): never stored
 ACTION = "action"
-TICK_KEYS = ("tick_time", "tick_late_ms")  # when each tick began and how late: stored, not trained on
+# When each real-time tick began (wall time, s) and how late (ms): stored, not trained on.
+TICK_DTYPES = {"tick_time": np.dtype(np.float64), "tick_late_ms": np.dtype(np.float32)}
+TICK_KEYS = tuple(TICK_DTYPES)
 
 
 def is_log(key: str) -> bool:
@@ -45,6 +49,12 @@ def training_keys(obs_keys: Iterable[str]) -> tuple[str, ...]:
 def is_trained(key: str) -> bool:
     """Whether a stored replay key is training data (the tick keys are only bookkeeping)."""
     return key not in TICK_KEYS
+
+
+def tick_fields(tick_time: float, late_ms: float) -> dict:
+    """A real-time tick's TICK_KEYS values as replay stores them."""
+    return {key: TICK_DTYPES[key].type(value)
+            for key, value in zip(TICK_KEYS, (tick_time, late_ms))}
 
 
 def without_log(obs: dict) -> dict:

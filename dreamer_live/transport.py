@@ -49,6 +49,9 @@ class ReplaySource(Protocol):
     def refresh(self) -> int:
         """Take in what the actors added since the last call; return the number of new steps."""
 
+    def steps_written(self) -> int:
+        """Env steps the actors have added in all (the train ratio's denominator), beyond those held."""
+
     def ready(self, length: int | None = None) -> bool:
         """Whether a sequence of `length` steps can be drawn."""
 

@@ -181,6 +181,25 @@ def test_own_game_under_ple_moves_loses_its_lives_and_resets():
     assert p.getGameState()[0] == x0
 
 
+def test_frame_skip_num_steps_and_the_no_op_as_ple_has_them():
+    """frame_skip repeats the action (its key event posted each time), num_steps game steps per
+    repeat; add_noop_action=False leaves the no-op out; an action outside the set is the no-op."""
+    p = PLE(ple_example_game.FruitCatch(), fps=30, frame_skip=2, num_steps=3, add_noop_action=False)
+    assert p.getActionSet() == [K_a, K_d]
+    x0 = p.getGameState()["player_x"]
+    p.act(K_d)
+    assert p.getFrameNumber() == 6
+    moved = p.getGameState()["player_x"]
+    assert moved == pytest.approx(x0 + 2 * ple_example_game.PADDLE_SPEED * 1000 / 30)
+    p.act(12345)  # not in the action set: the no-op
+    assert p.getFrameNumber() == 12 and p.getGameState()["player_x"] == moved
+    q = PLE(ple_example_game.FruitCatch(), fps=30, NOOP=0)
+    assert q.getActionSet() == [K_a, K_d, 0]
+    x0 = q.getGameState()["player_x"]
+    q.act(0)
+    assert q.getGameState()["player_x"] == x0 and q.getFrameNumber() == 1
+
+
 def test_own_game_as_a_gymnasium_env():
     for game in (ple_example_game.FruitCatch, "ple_example_game:FruitCatch"):
         env = gymnasium.make("dreamer_live/PLE-v0", game=game, obs="both", init_lives=1)

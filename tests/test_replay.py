@@ -241,6 +241,7 @@ def test_capacity_keeps_the_newest_and_refresh_skips_known_files(tmp_path):
     stream = write_steps(tmp_path, "w", 0, 160)  # 10 chunks of 16
     reader = Reader(tmp_path, capacity=50, prefetch=0, batch=2, length=8)
     assert reader.num_steps == 48  # the newest three chunks; older ones never loaded
+    assert reader.steps_written() == 160  # what the actors wrote in all (the train ratio's count)
     assert reader.read_stream("vector")[stream][:, 1].tolist() == list(range(112, 160))
     # known files are not read again: deleting one changes nothing in memory
     newest = max(tmp_path.glob("*.npz"), key=lambda p: ChunkName.parse(p.name).seq)

@@ -34,7 +34,7 @@ OVERRIDES = {
 def run_dir(tmp_path_factory):
     """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
     from dreamer_live.actor_core import random_action
-    from dreamer_live.steps import replay_keys
+    from dreamer_live.steps import replay_keys, tick_fields
 
     logdir = tmp_path_factory.mktemp("viz") / "run"
     config = cli.logdir_config(logdir, ["debug"], OVERRIDES)
@@ -56,7 +56,7 @@ def run_dir(tmp_path_factory):
         for _ in range(640):  # the actor's step format, random actions
             action = random_action(env.act_space, rng)
             step = {k: obs[k] for k in replay_keys(env.obs_space)}
-            step.update(action=action, tick_time=np.float64(0), tick_late_ms=np.float32(0))
+            step.update(action=action, **tick_fields(0.0, 0.0))
             writer.add(step)
             obs = env.reset() if obs["is_last"] else env.step(action)
     agent = Agent(config, env.obs_space, env.act_space)

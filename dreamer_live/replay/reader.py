@@ -189,6 +189,11 @@ class Reader:
         except OSError as e:
             log.warning("replay: skipped bad chunk %s (%s); could not move it: %s", path, reason, e)
 
+    def steps_written(self) -> int:
+        """Env steps in the folder's chunk files in all (from their names): what the actors have
+        written, beyond what capacity holds in memory."""
+        return sum(fields.length for fields in list_chunks(self.directory).values())
+
     # ---- sampling ----------------------------------------------------------------------------
 
     def ready(self, length: int | None = None) -> bool:
