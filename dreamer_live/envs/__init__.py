@@ -159,7 +159,8 @@ def apply_wrappers(env: Env, config) -> Env:
         env = w.FrameStack(env, cfg.frame_stack)
     dt, key = step_seconds(config), cfg.progress_key
     if cfg.teleport.relative > 0 or cfg.teleport.absolute > 0:
-        env = w.TeleportDeath(env, key, cfg.teleport.relative, cfg.teleport.absolute)
+        env = w.TeleportDeath(env, key, cfg.teleport.relative, cfg.teleport.absolute,
+                              cfg.teleport.reward)
     if cfg.stagnation.seconds > 0:
         env = w.Stagnation(env, key, cfg.stagnation.seconds, cfg.stagnation.epsilon,
                            cfg.stagnation.terminal, step_seconds=dt)
