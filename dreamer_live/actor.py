@@ -126,7 +126,8 @@ def close_all(resources) -> None:
 
 class TickLoop:
     """The real-time loop and its statistics: observe, act through the core, hand the step to the
-    replay sink, pick up a new parameter version from the variable source between ticks."""
+    replay sink, pick up a new parameter version from the variable source between ticks. Ticks/s and
+    lateness count play only: each reset restarts the tick clock and is timed as actor/reset_s."""
 
     def __init__(self, config, env, core: ActorCore, source, sink, logger, watch):
         from dreamer_live.envs import tick_hz
@@ -151,7 +152,7 @@ class TickLoop:
         cfg, env = self.cfg, self.env
         need_reset = True
         began = time.monotonic()
-        window_start, window_ticks = began, 0
+        window_start, window_ticks, window_reset_s = began, 0, 0.0
         self.pacer.start()
         while not stop:
             if cfg.steps and self.steps >= cfg.steps:
@@ -161,7 +162,17 @@ class TickLoop:
             late_ms = self.pacer.wait()
             tick_time = time.time()
             work_start = time.perf_counter()
-            obs = env.reset() if need_reset else env.observe()
+            if need_reset:
+                obs = env.reset()
+                # A reset (a title card, a wait for the game) is not play: its time is reported on its
+                # own, and the tick clock starts again when play does.
+                reset_s = time.perf_counter() - work_start
+                self.pacer.restart()
+                tick_time, work_start = time.time(), time.perf_counter()
+                window_reset_s += reset_s
+                self.logger.write(self.steps, {"actor/reset_s": reset_s})
+            else:
+                obs = env.observe()
             loaded = self.source.current
             version, swapped = loaded.version, loaded.version != self.version
             if swapped:
@@ -180,10 +191,11 @@ class TickLoop:
             window_ticks += 1
             now = time.monotonic()
             if now - window_start >= self.log_every:
-                self._log(self.steps, window_ticks / (now - window_start))
-                window_start, window_ticks = now, 0
+                self._log(self.steps, window_ticks / max(1e-9, now - window_start - window_reset_s))
+                window_start, window_ticks, window_reset_s = now, 0, 0.0
         if window_ticks:  # the last partial window, so the final step count is on record
-            self._log(self.steps, window_ticks / max(1e-9, time.monotonic() - window_start))
+            played = time.monotonic() - window_start - window_reset_s
+            self._log(self.steps, window_ticks / max(1e-9, played))
         return self.steps
 
     def _account(self, steps, obs, late_ms, work_ms, version, swapped) -> None:
