@@ -390,28 +390,58 @@ def _actor_available() -> str:
     return ""
 
 
+def run_actor(xvfb, logdir: pathlib.Path, *args: str, env: dict | None = None) -> None:
+    """`python -m dreamer_live.actor` on the display with the debug agent; fails on a non-zero exit."""
+    out = subprocess.run(
+        [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), "--configs", "debug", *args,
+         "--env.live.display", xvfb.name, "--run.quiet", "true"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, env=xvfb.env(**(env or {})))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+
+
+def read_replay(folder: pathlib.Path, *keys: str) -> dict[str, np.ndarray]:
+    """The values of `keys` in a replay folder written by one writer stream."""
+    from dreamer_live.replay import Reader
+    with Reader(folder, prefetch=0, readonly=True) as reader:
+        (stream,) = reader.streams
+        return {k: reader.read_stream(k)[stream] for k in keys}
+
+
+def read_metrics(logdir: pathlib.Path, key: str) -> list[float]:
+    """Every value of `key` in DIR/metrics.jsonl, in order."""
+    lines = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    return [m[key] for m in lines if key in m]
+
+
+def assert_resets_are_not_lateness(logdir: pathlib.Path, ticks: dict, reset_at_least_s: float) -> None:
+    """Every reset after the first is timed as actor/reset_s; no tick (the one after a reset included)
+    starts late by the reset's time, and ticks/s counts play only."""
+    resets = read_metrics(logdir, "actor/reset_s")
+    episodes_begun = int(ticks["is_first"].sum())
+    assert len(resets) >= episodes_begun >= 2 and min(resets[1:]) >= reset_at_least_s, resets
+    late = ticks["tick_late_ms"]
+    after_reset = late[np.flatnonzero(ticks["is_first"][:-1]) + 1]
+    assert late.max() < 0.3 * reset_at_least_s * 1000, (late.max(), after_reset)
+    rates = read_metrics(logdir, "actor/ticks_per_s")
+    assert min(rates[:-1] or rates) > 12.0, rates  # 15 Hz, a reset in some windows
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
 def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
-    """~30 s of the actor on the Catcher window: replay rewards are the game's logged reward events."""
-    from dreamer_live.replay import Reader
-    with running_game(xvfb, tmp_path) as game:
-        profile = write_profile(tmp_path, game.export)
+    """~30 s of the actor on the Catcher window: replay rewards are the game's logged reward events;
+    each game over's reset (here 1 s longer, a stand-in for a title card) is not counted as lateness."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1") as game:
+        # The game stays over during the wait (as a title card holds a game), then Enter restarts it.
+        profile = write_profile(tmp_path, game.export, reset=[
+            {"wait_s": 1.0}, {"keys": ["enter"], "hold_s": 0.1},
+            {"until": {"value": "game_over", "below": 0.5}, "timeout_s": 5}])
         logdir = tmp_path / "run"
-        out = subprocess.run(
-            [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), "--configs", "debug",
-             "catcher_live", "--env.profile", str(profile), "--env.live.display", xvfb.name,
-             "--actor.duration", "30", "--run.quiet", "true"],
-            cwd=ROOT, capture_output=True, text=True, timeout=240, env=xvfb.env())
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+        run_actor(xvfb, logdir, "catcher_live", "--env.profile", str(profile), "--actor.duration", "30")
         events = game.events()
-    with Reader(logdir / "replay", prefetch=0, readonly=True) as reader:
-        (stream,) = reader.streams
-        rewards = reader.read_stream("reward")[stream]
-        times = reader.read_stream("tick_time")[stream]
-        firsts = reader.read_stream("is_first")[stream]
-        lasts = reader.read_stream("is_last")[stream]
-        images = reader.read_stream("image")[stream]
+    ticks = read_replay(logdir / "replay", "reward", "tick_time", "tick_late_ms", "is_first", "is_last",
+                        "image")
+    rewards, times, lasts, images = (ticks[k] for k in ("reward", "tick_time", "is_last", "image"))
     assert len(rewards) > 150  # 30 s at 15 Hz, whatever the start-up took
     assert images.shape[1:] == (64, 64, 3) and len({im.tobytes() for im in images[:100]}) > 10
     inside = [e for e in events if times[0] <= e["time"] <= times[-1]]
@@ -419,10 +449,9 @@ def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
     # Each reward event shows up once in replay (at most one lost at the run's edges).
     assert abs(float(rewards.sum()) - sum(e["reward"] for e in inside)) <= 1
     assert abs(int((rewards != 0).sum()) - len(inside)) <= 1
-    # Three misses end a Catcher game: a terminal step, then Enter (the reset procedure) restarts it.
-    lost = sum(e["reward"] < 0 for e in inside)
-    if lost >= 4:
-        assert lasts.any() and firsts[1:].any()
+    # One miss ends a game: a terminal step, then Enter (the reset procedure) restarts it.
+    assert lasts.any() and ticks["is_first"][1:].any()
+    assert_resets_are_not_lateness(logdir, ticks, reset_at_least_s=1.0)
     metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert any("env/live/capture_ms" in m for m in metrics)
 
@@ -504,3 +533,28 @@ def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
         capture.grab((5000, 0, 10, 10))
     capture.close()
     conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
+def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
+    """The actor on SuperTux, Tux spawned over a pit: he falls and respawns at the level's start. The
+    death step carries env.teleport.reward (not 0.01 x the 3800 px jump back), and the resets (title card,
+    1.5 s) are reported as actor/reset_s, not as late ticks."""
+    data = read_yaml(ROOT / "configs/games/supertux.yaml")
+    level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
+    data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
+                                 level]
+    profile = tmp_path / "supertux_pit.yaml"
+    profile.write_text(dump_yaml(data))
+    logdir = tmp_path / "run"
+    run_actor(xvfb, logdir, "supertux", "--env.profile", str(profile), "--env.teleport.reward", "-1.0",
+              "--env.stagnation.seconds", "0", "--actor.duration", "20",
+              env={"SUPERTUX2_USER_DIR": str(tmp_path / "supertux")})
+    ticks = read_replay(logdir / "replay", "reward", "tick_late_ms", "is_first", "is_last", "is_terminal")
+    deaths = np.flatnonzero(ticks["is_terminal"])
+    assert len(deaths), "Tux did not die"
+    assert (ticks["reward"][deaths] == -1.0).all()
+    assert ticks["reward"].min() >= -1.0  # before: -38.1, the respawn's jump from x 3904 to 96
+    assert ticks["is_first"][deaths[0] + 1]
+    assert_resets_are_not_lateness(logdir, ticks, reset_at_least_s=1.5)
