@@ -129,12 +129,12 @@ class TickLoop:
     replay sink, pick up a new parameter version from the variable source between ticks. Ticks/s and
     lateness count play only: each reset restarts the tick clock and is timed as actor/reset_s."""
 
-    def __init__(self, config, env, core: ActorCore, source, sink, logger, watch):
+    def __init__(self, config, env, core: ActorCore, source, sink, logger, watch: CompileWatch | None):
         from dreamer_live.envs import tick_hz
 
         self.cfg, self.env, self.core, self.source, self.sink = config.actor, env, core, source, sink
         self.logger, self.watch = logger, watch
-        self.compiles_at_start = watch.compiles
+        self.compiles_at_start = self._compiles()
         self.log_every = config.run.log_every
         self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
         self.rng = np.random.default_rng(self.cfg.id)
@@ -198,6 +198,9 @@ class TickLoop:
             self._log(self.steps, window_ticks / max(1e-9, played))
         return self.steps
 
+    def _compiles(self) -> int:
+        return self.watch.compiles if self.watch is not None else 0  # no watch: no policy (a person)
+
     def _account(self, steps, obs, late_ms, work_ms, version, swapped) -> None:
         self.lateness.add(late_ms)
         self.work.add(work_ms)
@@ -209,7 +212,7 @@ class TickLoop:
                     "actor/swap_version": s["version"], "actor/swap_work_ms": s["work"],
                     "actor/swap_late_ms_before": max(s["before"], default=0.0),
                     "actor/swap_late_ms_after": max(s["after"]),
-                    "actor/compiles_after_warmup": self.watch.compiles - self.compiles_at_start})
+                    "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start})
                 self.swap = None
         if swapped:
             self.swap = {"version": version, "work": work_ms, "before": list(self.recent_late),
@@ -238,7 +241,7 @@ class TickLoop:
             "actor/policy_version": self.version, "actor/policy_lag_steps": lag_steps,
             "actor/policy_lag_s": lag_s, "actor/episodes": self.episodes,
             "actor/learner_silent_s": float("nan") if silence is None else silence,
-            "actor/compiles_after_warmup": self.watch.compiles - self.compiles_at_start,
+            "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         self.logger.write(steps, metrics)

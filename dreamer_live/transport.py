@@ -76,6 +76,13 @@ def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySin
     return Writer.from_config(config, logdir / "replay", writer_id=writer_id)
 
 
+def demo_sink(config, logdir: pathlib.Path, writer_id: str) -> ReplaySink:
+    """Where recorded human play goes: chunk files in DIR/demos (the replay format)."""
+    from dreamer_live.replay import Writer
+
+    return Writer.from_config(config, logdir / "demos", writer_id=writer_id)
+
+
 def variable_source(config, logdir: pathlib.Path, template: Any,
                     on_update: Callable[[Any], None] | None = None) -> VariableSource:
     """The actor's parameter source, started: DIR/params polled every actor.param_interval s."""
