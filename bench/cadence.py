@@ -22,7 +22,8 @@ began, right before observe -> policy -> act) and tick_late_ms (how late it bega
 Printed per condition:
   late        ticks that began more than 10% of the period after their deadline
   p50/p99/max lateness in ms
-  max gap     longest time between two consecutive ticks (= two actions sent), s and in periods
+  max gap     longest time between two consecutive ticks (= two actions sent), s and in periods; the gap
+              into an episode's first tick is its reset, not play, and counts nowhere (nor in the time)
   released %  fraction of game time with no input: the game (GameEnv) releases every key when no action
               came for release_after s, so this is sum(max(0, gap - release_after)) / total time
   stale %     sum(max(0, gap - period)) / total: time the agent was later than one period to decide
@@ -85,12 +86,16 @@ def tick_stats(ticks: dict[str, np.ndarray], hz: float, release_s: float) -> dic
     t, late = ticks["tick_time"], ticks["tick_late_ms"].astype(np.float64)
     if len(t) < 2:
         return {"ticks": len(t)}
-    gaps = np.diff(t)
-    total = t[-1] - t[0]
+    # The gap into an episode's first tick is its reset, not play (the actor restarts its clock there).
+    play = ~ticks["is_first"][1:].astype(bool)
+    gaps = np.diff(t)[play]
+    if not len(gaps):
+        return {"ticks": len(t)}
+    total = float(gaps.sum())
     # A game over that comes right after a pause: the game ended while nobody was playing.
-    after_pause = np.concatenate([[False], gaps > release_s])
+    after_pause = np.concatenate([[False], np.diff(t) > release_s]) & np.concatenate([[False], play])
     return {
-        "ticks": int(len(t)), "seconds": float(total), "ticks_per_s": float((len(t) - 1) / total),
+        "ticks": int(len(t)), "seconds": float(total), "ticks_per_s": float(len(gaps) / total),
         "late": int((late > 100.0 * period).sum()),
         "late_p50": float(np.percentile(late, 50)), "late_p99": float(np.percentile(late, 99)),
         "late_max": float(late.max()),

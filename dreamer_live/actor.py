@@ -126,14 +126,15 @@ def close_all(resources) -> None:
 
 class TickLoop:
     """The real-time loop and its statistics: observe, act through the core, hand the step to the
-    replay sink, pick up a new parameter version from the variable source between ticks."""
+    replay sink, pick up a new parameter version from the variable source between ticks. Ticks/s and
+    lateness count play only: each reset restarts the tick clock and is timed as actor/reset_s."""
 
-    def __init__(self, config, env, core: ActorCore, source, sink, logger, watch):
+    def __init__(self, config, env, core: ActorCore, source, sink, logger, watch: CompileWatch | None):
         from dreamer_live.envs import tick_hz
 
         self.cfg, self.env, self.core, self.source, self.sink = config.actor, env, core, source, sink
         self.logger, self.watch = logger, watch
-        self.compiles_at_start = watch.compiles
+        self.compiles_at_start = self._compiles()
         self.log_every = config.run.log_every
         self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
         self.rng = np.random.default_rng(self.cfg.id)
@@ -151,7 +152,7 @@ class TickLoop:
         cfg, env = self.cfg, self.env
         need_reset = True
         began = time.monotonic()
-        window_start, window_ticks = began, 0
+        window_start, window_ticks, window_reset_s = began, 0, 0.0
         self.pacer.start()
         while not stop:
             if cfg.steps and self.steps >= cfg.steps:
@@ -161,7 +162,17 @@ class TickLoop:
             late_ms = self.pacer.wait()
             tick_time = time.time()
             work_start = time.perf_counter()
-            obs = env.reset() if need_reset else env.observe()
+            if need_reset:
+                obs = env.reset()
+                # A reset (a title card, a wait for the game) is not play: its time is reported on its
+                # own, and the tick clock starts again when play does.
+                reset_s = time.perf_counter() - work_start
+                self.pacer.restart()
+                tick_time, work_start = time.time(), time.perf_counter()
+                window_reset_s += reset_s
+                self.logger.write(self.steps, {"actor/reset_s": reset_s})
+            else:
+                obs = env.observe()
             loaded = self.source.current
             version, swapped = loaded.version, loaded.version != self.version
             if swapped:
@@ -180,11 +191,15 @@ class TickLoop:
             window_ticks += 1
             now = time.monotonic()
             if now - window_start >= self.log_every:
-                self._log(self.steps, window_ticks / (now - window_start))
-                window_start, window_ticks = now, 0
+                self._log(self.steps, window_ticks / max(1e-9, now - window_start - window_reset_s))
+                window_start, window_ticks, window_reset_s = now, 0, 0.0
         if window_ticks:  # the last partial window, so the final step count is on record
-            self._log(self.steps, window_ticks / max(1e-9, time.monotonic() - window_start))
+            played = time.monotonic() - window_start - window_reset_s
+            self._log(self.steps, window_ticks / max(1e-9, played))
         return self.steps
+
+    def _compiles(self) -> int:
+        return self.watch.compiles if self.watch is not None else 0  # no watch: no policy (a person)
 
     def _account(self, steps, obs, late_ms, work_ms, version, swapped) -> None:
         self.lateness.add(late_ms)
@@ -197,7 +212,7 @@ class TickLoop:
                     "actor/swap_version": s["version"], "actor/swap_work_ms": s["work"],
                     "actor/swap_late_ms_before": max(s["before"], default=0.0),
                     "actor/swap_late_ms_after": max(s["after"]),
-                    "actor/compiles_after_warmup": self.watch.compiles - self.compiles_at_start})
+                    "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start})
                 self.swap = None
         if swapped:
             self.swap = {"version": version, "work": work_ms, "before": list(self.recent_late),
@@ -226,7 +241,7 @@ class TickLoop:
             "actor/policy_version": self.version, "actor/policy_lag_steps": lag_steps,
             "actor/policy_lag_s": lag_s, "actor/episodes": self.episodes,
             "actor/learner_silent_s": float("nan") if silence is None else silence,
-            "actor/compiles_after_warmup": self.watch.compiles - self.compiles_at_start,
+            "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         self.logger.write(steps, metrics)

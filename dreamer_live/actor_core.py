@@ -64,13 +64,19 @@ class ActorCore:
 
     def replay_step(self, obs: dict, action: np.ndarray, tick_time: float | None = None,
                     late_ms: float = 0.0) -> dict:
-        """The step as replay stores it: the observation without `log/*`, the action, and (from a
-        real-time tick) when the tick began and how late."""
-        step = steps.without_log(obs)
-        step[steps.ACTION] = action
-        if tick_time is not None:
-            step.update(steps.tick_fields(tick_time, late_ms))
-        return step
+        """The step as replay stores it (`replay_step`)."""
+        return replay_step(obs, action, tick_time, late_ms)
+
+
+def replay_step(obs: dict, action: np.ndarray, tick_time: float | None = None,
+                late_ms: float = 0.0) -> dict:
+    """The step as replay stores it: the observation without `log/*`, the action, and (from a
+    real-time tick) when the tick began and how late."""
+    step = steps.without_log(obs)
+    step[steps.ACTION] = action
+    if tick_time is not None:
+        step.update(steps.tick_fields(tick_time, late_ms))
+    return step
 
 
 def play_episode(env, core: ActorCore, max_steps: int, pacer=None) -> dict:

@@ -7,7 +7,8 @@ coarse sleep, then an optional short spin for sub-millisecond precision) and ret
 begins. A late tick does not shift the schedule to hide it. A loop that fell behind by more than
 `catch_up_s` skips the missed slots (counted in `missed`) and keeps the grid instead of running a burst
 of ticks against a game that did not wait; within `catch_up_s` it runs them back to back (a game's
-frames catch up with wall time, as a game does after a hiccup).
+frames catch up with wall time, as a game does after a hiccup). Time that is not play (an episode's
+reset, waiting for the game) is not lateness: `restart()` begins a new grid at the tick starting now.
 """
 
 from __future__ import annotations
@@ -35,10 +36,16 @@ class Pacer:
         self.ticks = 0
         self.late = 0  # ticks that began more than late_ms after their deadline
         self.missed = 0  # tick slots skipped after falling behind
+        self.restarts = 0
 
     def start(self, delay: float = 0.0) -> None:
         """Restart the grid: the next tick is due `delay` seconds from now."""
         self._next = self._clock() + delay
+
+    def restart(self) -> None:
+        """The tick beginning now starts a new grid (after a reset): the next is due one period later."""
+        self._next = self._clock() + self.period
+        self.restarts += 1
 
     def wait(self, stop: threading.Event | None = None) -> float:
         """Sleep until the next tick is due, or until `stop` is set (then return 0 at once); return

@@ -79,6 +79,13 @@ def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySin
     return Writer.from_config(config, logdir / "replay", writer_id=writer_id)
 
 
+def demo_sink(config, logdir: pathlib.Path, writer_id: str) -> ReplaySink:
+    """Where recorded human play goes: chunk files in DIR/demos (the replay format)."""
+    from dreamer_live.replay import Writer
+
+    return Writer.from_config(config, logdir / "demos", writer_id=writer_id)
+
+
 def variable_source(config, logdir: pathlib.Path, template: Any,
                     on_update: Callable[[Any], None] | None = None) -> VariableSource:
     """The actor's parameter source, started: DIR/params polled every actor.param_interval s."""
@@ -89,10 +96,21 @@ def variable_source(config, logdir: pathlib.Path, template: Any,
 
 
 def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> ReplaySource:
-    """The learner's replay source: the chunk files of a replay folder."""
+    """The learner's replay source: the chunk files of a replay folder, with replay.demo_fraction of
+    each batch from the recorded demonstrations beside it (demos/, never modified)."""
+    from dreamer_live.errors import UserError
     from dreamer_live.replay import Reader
+    from dreamer_live.replay.mix import DemoMix, demo_batch
 
-    return Reader.from_config(config, replay_dir, readonly=readonly)
+    demos_dir = replay_dir.parent / "demos"
+    k = demo_batch(config.replay.demo_fraction, config.batch_size)
+    if not k or replay_dir.resolve() == demos_dir.resolve():  # no mix, or training on demos alone
+        return Reader.from_config(config, replay_dir, readonly=readonly)
+    if not demos_dir.is_dir():
+        raise UserError(f"replay.demo_fraction {config.replay.demo_fraction:g} needs demonstrations in "
+                        f"{demos_dir} (python -m dreamer_live.record)")
+    return DemoMix(Reader.from_config(config, replay_dir, readonly, batch=config.batch_size - k),
+                   Reader.from_config(config, demos_dir, readonly=True, batch=k))
 
 
 def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:

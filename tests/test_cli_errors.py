@@ -12,7 +12,7 @@ from dreamer_live import cli, spaces
 from dreamer_live.envs import make_env
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-COMMANDS = ("dreamer_live.actor", "dreamer_live.learner", "dreamer_live.run")
+COMMANDS = ("dreamer_live.actor", "dreamer_live.learner", "dreamer_live.run", "dreamer_live.record")
 
 
 def command(module, *args, timeout=120):

@@ -53,3 +53,15 @@ def test_a_stop_ends_the_wait_at_once():
     threading.Timer(0.05, stop.set).start()
     began = time.monotonic()
     assert pacer.wait(stop) == 0.0 and time.monotonic() - began < 5.0 and pacer.ticks == 0
+
+
+def test_a_restart_after_a_reset_is_not_lateness():
+    now, clock, sleep = fake_time()
+    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=sleep)
+    pacer.start()
+    pacer.wait()
+    now[0] += 1.6  # a reset (a title card) took 1.6 s inside this tick: the grid starts again after it
+    pacer.restart()
+    restarted = now[0]
+    assert pacer.wait() < 0.1 and now[0] == pytest.approx(restarted + 0.1, abs=1e-3)
+    assert (pacer.late, pacer.missed, pacer.restarts) == (0, 0, 1)

@@ -362,3 +362,29 @@ def test_from_config_and_chunk_file_names(tmp_path):
     assert reader.num_steps == 1
     reader.close()
     shutil.rmtree(tmp_path)
+
+
+def test_demonstrations_are_mixed_into_batches_at_demo_fraction(tmp_path):
+    """replay.demo_fraction of each batch comes from DIR/demos (recorded play), the rest from DIR/replay;
+    with no demonstrations to mix in, one line says where they should be."""
+    from dreamer_live import transport
+    from dreamer_live.errors import UserError
+    cfg = config.resolve(["debug"], {"replay.demo_fraction": 0.25, "batch_size": 8})
+    write_steps(tmp_path / "replay", 0, run=0, steps=200)
+    with pytest.raises(UserError, match=r"replay.demo_fraction 0.25 needs demonstrations in .*demos"):
+        transport.replay_source(cfg, tmp_path / "replay")
+    write_steps(tmp_path / "demos", "demo0", run=1, steps=200)
+    source = transport.replay_source(cfg, tmp_path / "replay")
+    try:
+        for _ in range(3):
+            batch = source.sample()
+            assert batch["vector"].shape[:2] == (8, cfg.batch_length)
+            assert (batch["vector"][:6, :, 0] == 0).all() and (batch["vector"][6:, :, 0] == 1).all()
+        assert source.num_steps == 200
+    finally:
+        source.close()
+    alone = transport.replay_source(cfg, tmp_path / "demos", readonly=True)  # offline on demos alone
+    try:
+        assert (alone.sample()["vector"][:, :, 0] == 1).all()
+    finally:
+        alone.close()

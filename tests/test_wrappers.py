@@ -135,6 +135,19 @@ def test_teleport_death_thresholds(relative, absolute, progress, dies):
         assert env.metrics()["wrappers/teleport_deaths"] == 1
 
 
+def test_teleport_death_step_carries_the_death_reward():
+    """The respawn's jump back (here -2.5, as 0.01 x the change of x gives) is not the death's reward."""
+    progress, base = [100, 200, 350, 10, 20], [0, 1.0, 1.5, -3.4, 0.1]
+    episode = run_episode(TeleportDeath(ScriptedEnv(progress, base), "x", absolute=100))
+    assert rewards(episode) == [0, 1.0, 1.5, 0.0]
+    episode = run_episode(TeleportDeath(ScriptedEnv(progress, base), "x", absolute=100, reward=-1.0))
+    assert rewards(episode) == [0, 1.0, 1.5, -1.0]
+    config = configlib.resolve([], {"env.teleport.absolute": 100.0, "env.teleport.reward": -0.5,
+                                    "env.deathzone.radius": 50.0, "env.progress_key": "x"})
+    episode = run_episode(apply_wrappers(ScriptedEnv(progress, base), config))
+    assert rewards(episode)[-1] == -0.5 - 1.0  # the death zone's penalty adds to the death reward
+
+
 def test_teleport_is_not_counted_across_a_reset():
     env = TeleportDeath(ScriptedEnv([100, 200, 300]), "x", absolute=10)
     assert len(run_episode(env)) == 3  # the jump back to 100 at reset is an episode start, no death

@@ -113,7 +113,7 @@ def _builtin(config) -> Env:
                    frame_skip=env.action_repeat if lockstep else 1, window=env.window)
 
 
-def _live(config) -> Env:
+def _live(config, inject_keys: bool = True) -> Env:
     try:
         from dreamer_live.envs.live import make_live_env
     except ImportError as e:  # the module, or its make_live_env, is not there
@@ -121,7 +121,7 @@ def _live(config) -> Env:
             raise UserError("env.name live: the live-game env (dreamer_live.envs.live) is not "
                             "installed in this version") from None
         raise
-    return make_live_env(config)
+    return make_live_env(config, inject_keys=inject_keys)
 
 
 def _gym(config) -> Env:
@@ -134,11 +134,12 @@ def _gym(config) -> Env:
     return env
 
 
-def base_env(config) -> Env:
-    """The configured game without the shaping wrappers (action repeat applied)."""
+def base_env(config, inject_keys: bool = True) -> Env:
+    """The configured game without the shaping wrappers (action repeat applied); a live game sends no
+    key at all with inject_keys False (a person plays: `record`)."""
     _check(config)
     if config.env.name == "live":
-        return _live(config)
+        return _live(config, inject_keys)
     if is_game(config.env.name):
         return _builtin(config)
     return _gym(config)
@@ -159,7 +160,8 @@ def apply_wrappers(env: Env, config) -> Env:
         env = w.FrameStack(env, cfg.frame_stack)
     dt, key = step_seconds(config), cfg.progress_key
     if cfg.teleport.relative > 0 or cfg.teleport.absolute > 0:
-        env = w.TeleportDeath(env, key, cfg.teleport.relative, cfg.teleport.absolute)
+        env = w.TeleportDeath(env, key, cfg.teleport.relative, cfg.teleport.absolute,
+                              cfg.teleport.reward)
     if cfg.stagnation.seconds > 0:
         env = w.Stagnation(env, key, cfg.stagnation.seconds, cfg.stagnation.epsilon,
                            cfg.stagnation.terminal, step_seconds=dt)
@@ -172,9 +174,9 @@ def apply_wrappers(env: Env, config) -> Env:
     return env
 
 
-def make_env(config) -> Env:
-    """The configured env with its wrappers, ready for reset()."""
-    env = base_env(config)
+def make_env(config, inject_keys: bool = True) -> Env:
+    """The configured env with its wrappers, ready for reset() (inject_keys: see `base_env`)."""
+    env = base_env(config, inject_keys)
     try:
         return apply_wrappers(env, config)
     except BaseException:

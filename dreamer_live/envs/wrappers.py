@@ -253,14 +253,17 @@ class TeleportDeath(ProgressWrapper):
     """Ends the episode as a death when progress drops at once by at least every threshold that is set.
 
     `relative`: a fraction of the previous value (|previous| * relative); `absolute`: progress units. With
-    both set, both must hold (the absolute one keeps small jitters near 0 from counting).
+    both set, both must hold (the absolute one keeps small jitters near 0 from counting). The death
+    step's reward is `reward`, not the env's: the env's is the respawn's jump back (minus the progress
+    made, for a reward on progress), which would teach that progress is worth nothing.
     """
 
-    def __init__(self, env: Env, key: str, relative: float = 0.0, absolute: float = 0.0):
+    def __init__(self, env: Env, key: str, relative: float = 0.0, absolute: float = 0.0,
+                 reward: float = 0.0):
         super().__init__(env, key)
         if relative <= 0 and absolute <= 0:
             raise UserError("TeleportDeath needs env.teleport.relative or env.teleport.absolute > 0")
-        self.relative, self.absolute = float(relative), float(absolute)
+        self.relative, self.absolute, self.reward = float(relative), float(absolute), float(reward)
         self._previous = 0.0
         self._counts = {"wrappers/teleport_deaths": 0.0}
 
@@ -274,14 +277,15 @@ class TeleportDeath(ProgressWrapper):
         return not (self.relative > 0 and drop < self.relative * abs(previous))
 
     def transform(self, obs):
-        """Mark a sudden drop as is_last + is_terminal, with log/death_at = the value before it."""
+        """Mark a sudden drop as is_last + is_terminal with the death reward, and log/death_at = the
+        value before it."""
         current = self.progress(obs)
         previous, self._previous = self._previous, current
         if _flag(obs, "is_first") or _flag(obs, "is_last") or not self.is_drop(previous, current):
             return obs
         self._counts["wrappers/teleport_deaths"] += 1
         return {**obs, "is_last": np.array(True), "is_terminal": np.array(True),
-                DEATH_AT: np.array(previous, np.float32)}
+                "reward": np.array(self.reward, np.float32), DEATH_AT: np.array(previous, np.float32)}
 
 
 class Stagnation(ProgressWrapper):

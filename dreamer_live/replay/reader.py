@@ -76,11 +76,14 @@ class Reader:
             self._thread.start()
 
     @classmethod
-    def from_config(cls, config, directory: str | os.PathLike, readonly: bool = False):
-        """A reader with the replay section's capacity, recency and prefetch and the run's batch shape."""
+    def from_config(cls, config, directory: str | os.PathLike, readonly: bool = False,
+                    batch: int | None = None):
+        """A reader with the replay section's capacity, recency and prefetch and the run's batch shape
+        (`batch` sequences when given)."""
         r = config.replay
-        return cls(directory, r.capacity, config.seed, r.recency, r.prefetch, config.batch_size,
-                   config.batch_length, recency_window=r.recency_window, readonly=readonly)
+        return cls(directory, r.capacity, config.seed, r.recency, r.prefetch,
+                   batch or config.batch_size, config.batch_length, recency_window=r.recency_window,
+                   readonly=readonly)
 
     # ---- index -------------------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ def profile_path(name: str) -> pathlib.Path:
     return path
 
 
-def make_live_env(config) -> LiveEnv:
-    """The LiveEnv for config.env.profile (obs size/colour: the profile's, else env.size/grayscale)."""
+def make_live_env(config, inject_keys: bool = True) -> LiveEnv:
+    """The LiveEnv for config.env.profile (obs size/colour: the profile's, else env.size/grayscale);
+    with inject_keys False it never sends a key (a person plays)."""
     env = config.env
     if not env.profile:
         raise UserError("env.name live needs a game profile: --env.profile configs/games/NAME.yaml")
@@ -33,7 +34,7 @@ def make_live_env(config) -> LiveEnv:
     size = profile.size or tuple(env.size)
     grayscale = env.grayscale if profile.grayscale is None else profile.grayscale
     return LiveEnv(profile, size=size, grayscale=grayscale, obs=env.obs,
-                   options=LiveOptions.from_config(env.live))
+                   options=LiveOptions.from_config(env.live), inject_keys=inject_keys)
 
 
 __all__ = ["LiveEnv", "LiveOptions", "Profile", "load_profile", "make_live_env", "profile_path"]

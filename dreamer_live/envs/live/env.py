@@ -76,7 +76,7 @@ class LiveEnv(Env):
     """A live game in a window: capture -> obs, memory -> reward, discrete actions -> held keys."""
 
     def __init__(self, profile: Profile, size=(64, 64), grayscale: bool = False, obs: str = "image",
-                 options: LiveOptions = LiveOptions()):
+                 options: LiveOptions = LiveOptions(), inject_keys: bool = True):
         if obs not in ("image", "vector", "both"):
             raise UserError(f"env.obs must be image, vector or both, not {obs!r}")
         if obs in ("vector", "both") and not profile.vector:
@@ -104,7 +104,8 @@ class LiveEnv(Env):
             backend = keyslib.DirectInputKeys()
         else:
             backend = keyslib.XTestKeys(self.windows.display)
-        self.keys = keyslib.KeyHolder(backend)
+        self.inject_keys = inject_keys
+        self.keys = keyslib.KeyHolder(backend if inject_keys else keyslib.ReadOnlyKeys(backend))
         self.capture = Capture(options.display) if "image" in self.obs_space else None
         self._window = None  # Window once connected
         self._reader = None
@@ -434,7 +435,10 @@ class LiveEnv(Env):
 
     def _run_reset_steps(self) -> None:
         for step in self.profile.reset:
-            if step.keys:
+            if step.keys and not self.inject_keys:
+                print(f"live: reset: press {'+'.join(step.keys)} (nothing is sent while a person plays)",
+                      flush=True)
+            elif step.keys:
                 self.keys.tap(step.keys, step.hold_s)
             elif step.wait_s:
                 self._sleep(step.wait_s)

@@ -121,6 +121,26 @@ class DirectInputKeys:
         return {n for n in names if self.user32.GetAsyncKeyState(KEYS[n][2]) & 0x8000}
 
 
+class ReadOnlyKeys:
+    """A backend that reads the keyboard but never presses a key (a person plays: `record`)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def press(self, name: str) -> None:
+        """Nothing is sent."""
+
+    def release(self, name: str) -> None:
+        """Nothing is sent."""
+
+    def flush(self) -> None:
+        """Nothing is queued."""
+
+    def pressed(self, names) -> set[str]:
+        """Which of `names` are down now (the hotkeys still work)."""
+        return self.backend.pressed(names)
+
+
 _HOLDERS: weakref.WeakSet = weakref.WeakSet()
 # Set when SIGINT/SIGTERM arrives: waits inside the live env (for a window, for focus) give up on it.
 STOP_EVENT = threading.Event()
