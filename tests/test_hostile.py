@@ -221,3 +221,26 @@ def test_hostile_spaces_json_is_one_line_not_a_hang(base, tmp_path, field, value
     (replay / "spaces.json").write_text(json.dumps(spaces))
     result = command("dreamer_live.learner", tmp_path, "--run.steps", "5", timeout=120)
     assert re.search(r"spaces\.json is unreadable \(.*" + reason, error_line(result))
+
+
+@pytest.mark.parametrize("pointer", [
+    {"version": 10**15, "file": "params-1000000000000000.msgpack"},  # names no file
+    {"version": 10**15, "file": "params-000003.msgpack"},  # a real file that is not that version
+])
+def test_a_lying_latest_json_moves_no_version_and_prunes_nothing(tmp_path, pointer):
+    import json
+
+    from dreamer_live import sync
+
+    tree = {"w": np.ones((4, 4), np.float32)}
+    publisher = sync.Publisher(tmp_path, "0123456789abcdef", keep=3)
+    for step in range(3):
+        publisher.publish(tree, step)
+    (tmp_path / "params-999999999999999.msgpack").write_bytes(b"not a version")
+    (tmp_path / sync.POINTER).write_text(json.dumps({**pointer, "step": 1, "time": 0.0}))
+    restarted = sync.Publisher(tmp_path, "0123456789abcdef", keep=3)  # a restarted learner
+    assert restarted.version == 3
+    assert restarted.publish(tree, 3) == 4
+    assert sorted(p.name for p in tmp_path.glob("params-0*.msgpack")) == [
+        sync.version_file(v) for v in (2, 3, 4)]
+
