@@ -18,7 +18,7 @@ from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
-from dreamer_live.process import StopFlag
+from dreamer_live.process import RoleLock, StopFlag
 from dreamer_live.steps import replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
@@ -55,6 +55,15 @@ class CompileWatch:
 
 def run_actor(config, logdir: pathlib.Path) -> int:
     """Play until actor.steps / actor.duration / a stop signal; always release keys and flush replay."""
+    # One actor per id on a logdir: two would write streams that metrics and TensorBoard mix up.
+    lock = RoleLock(logdir / f"actor-{config.actor.id}.lock", f"actor {config.actor.id}").acquire()
+    try:
+        return _run_actor(config, logdir, lock)
+    finally:
+        lock.release()
+
+
+def _run_actor(config, logdir: pathlib.Path, lock: RoleLock) -> int:
     stop = StopFlag("actor").install()
     cli.setup_jax(config)
     import jax
@@ -67,6 +76,9 @@ def run_actor(config, logdir: pathlib.Path) -> int:
     watch = CompileWatch()
     logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet)
     summary = ""
+    if lock.took_over:
+        logger.message(f"actor {cfg.id}: took over {lock.path.name} from {lock.took_over}, which "
+                       "stopped without releasing it")
     opened = []  # closed in this order on any exit: the env first (keys released), then the rest
     try:
         env = make_env(config)

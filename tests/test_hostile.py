@@ -244,3 +244,36 @@ def test_a_lying_latest_json_moves_no_version_and_prunes_nothing(tmp_path, point
     assert sorted(p.name for p in tmp_path.glob("params-0*.msgpack")) == [
         sync.version_file(v) for v in (2, 3, 4)]
 
+
+def test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
+    import json
+    import signal
+
+    from conftest import poll
+
+    lock = tmp_path / "actor-0.lock"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    first = subprocess.Popen([sys.executable, "-m", "dreamer_live.actor", "--logdir", str(tmp_path),
+                              *QUIET, "--actor.duration", "300"], cwd=REPO, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def holder():
+            try:
+                return json.loads(lock.read_text()).get("pid")
+            except (OSError, ValueError):
+                return None
+
+        assert poll("the first actor's lock", holder, timeout=60) == first.pid
+        line = error_line(command("dreamer_live.actor", tmp_path, "--actor.steps", "5", timeout=60))
+        assert f"actor 0 already runs on this logdir (pid {first.pid} on host" in line
+        other = command("dreamer_live.actor", tmp_path, "--actor.id", "1", "--actor.steps", "5")
+        assert other.returncode == 0, other.stderr  # another id is welcome
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        second = command("dreamer_live.actor", tmp_path, "--actor.steps", "5")
+        assert second.returncode == 0, second.stderr
+        assert f"took over actor-0.lock from pid {first.pid}" in second.stdout
+        assert lock.read_text() == ""  # released on a clean exit
+    finally:
+        first.kill()
+        first.wait()
