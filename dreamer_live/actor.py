@@ -147,7 +147,7 @@ class TickLoop:
         self.logger, self.watch = logger, watch
         self.compiles_at_start = watch.compiles
         self.log_every = config.run.log_every
-        self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
+        self.pacer = Pacer(tick_hz(config))
         self.rng = np.random.default_rng(self.cfg.id)
         self.lateness, self.work = Samples(), Samples()
         self.recent_late = collections.deque(maxlen=SWAP_WINDOW)
@@ -228,8 +228,10 @@ class TickLoop:
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.source.lag()
         silence = self.source.learner_silence()
+        late_frac, loaded = self.pacer.load()
         metrics = {
             "actor/ticks_per_s": ticks_per_s, "actor/late_ticks": self.pacer.late,
+            "actor/late_frac": late_frac,
             "actor/missed_ticks": self.pacer.missed,
             "actor/late_ms_p50": self.lateness.percentile(50),
             "actor/late_ms_p99": self.lateness.percentile(99),
@@ -247,7 +249,7 @@ class TickLoop:
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
-            + (f" | learner silent {silence:.0f} s" if quiet else ""))
+            + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else ""))
         self.lateness.reset()
         self.work.reset()
 

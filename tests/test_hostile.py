@@ -277,3 +277,45 @@ def test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_o
     finally:
         first.kill()
         first.wait()
+
+
+def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded(tmp_path):
+    """A machine that does not give the actor the CPU (SIGSTOP for 60 ms, 4 times a second: 24% of
+    the time) makes it late by more than a tenth of a period on over 5% of its ticks."""
+    import signal
+    import time
+
+    from conftest import poll
+
+    from dreamer_live.metrics import read_lines
+    from dreamer_live.pacer import late_limit_ms
+    from dreamer_live.replay import Reader
+
+    out = tmp_path / "stdout.txt"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    with out.open("w") as f:
+        actor = subprocess.Popen([sys.executable, "-m", "dreamer_live.actor", "--logdir",
+                                  str(tmp_path / "run"), *QUIET, "--run.quiet", "false",
+                                  "--run.log_every", "1", "--actor.hz", "50", "--actor.duration", "60"],
+                                 cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        poll("the actor's first status line", lambda: "ticks/s" in out.read_text(), timeout=60)
+
+        def starved():
+            actor.send_signal(signal.SIGSTOP)
+            time.sleep(0.06)
+            actor.send_signal(signal.SIGCONT)
+            time.sleep(0.19)
+            return "too loaded to hold 50 Hz" in out.read_text()
+
+        poll("a status line saying the actor is too loaded", starved, timeout=40, interval=0)
+        actor.send_signal(signal.SIGTERM)
+        assert actor.wait(60) == 0, out.read_text()
+    finally:
+        actor.send_signal(signal.SIGCONT)
+        actor.kill()
+        actor.wait()
+    with Reader(tmp_path / "run" / "replay", prefetch=0) as reader:
+        late_ms = np.concatenate(list(reader.read_stream("tick_late_ms").values()))
+    last = [r for r in read_lines(tmp_path / "run" / "metrics.jsonl", "actor") if "actor/late_ticks" in r][-1]
+    assert last["actor/late_ticks"] == int((late_ms > late_limit_ms(50)).sum()) > 0
