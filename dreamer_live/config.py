@@ -110,6 +110,8 @@ def coerce(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, str):
         if isinstance(value, str):
             return value
+        if isinstance(value, bool):  # a choice spelled true/false, which YAML reads as a bool
+            return str(value).lower()
         raise bad
     if isinstance(default, (list, tuple)):
         if isinstance(value, str):

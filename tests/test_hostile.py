@@ -319,3 +319,38 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
         late_ms = np.concatenate(list(reader.read_stream("tick_late_ms").values()))
     last = [r for r in read_lines(tmp_path / "run" / "metrics.jsonl", "actor") if "actor/late_ticks" in r][-1]
     assert last["actor/late_ticks"] == int((late_ms > late_limit_ms(50)).sum()) > 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 (Xvfb): Linux only")
+def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown(tmp_path):
+    """A profile is code: `launch.command: [sh, -c, "id > file"]` from outside configs/games/ is
+    refused under env.live.launch auto; with true the actor prints the exact command, then runs it."""
+    import shlex
+
+    from live_fixtures import start_xvfb
+
+    from dreamer_live.config import dump_yaml, read_yaml
+
+    proof = tmp_path / "it ran.txt"
+    profile = read_yaml(REPO / "configs/games/catcher_window.yaml")
+    profile["launch"] = {"command": ["sh", "-c", f"id > '{proof}'"], "startup_s": 0}
+    path = tmp_path / "game.yaml"
+    path.write_text(dump_yaml(profile))
+    live = ["--env.name", "live", "--env.profile", path, "--env.obs", "vector",
+            "--env.live.wait_s", "2"]
+    shown = shlex.join(["sh", "-c", f"id > '{proof}'"])  # pasted into a shell, runs the same
+    line = error_line(command("dreamer_live.actor", tmp_path / "auto", *live, timeout=120))
+    assert f"{path} is not one of the project's profiles (configs/games/)" in line
+    assert shown in line and "--env.live.launch true" in line and not proof.exists()
+    if not shutil.which("Xvfb"):
+        pytest.skip("Xvfb is not installed (apt-get install xvfb): the refusal was checked, not the run")
+    display = start_xvfb()
+    try:
+        result = command("dreamer_live.actor", tmp_path / "true", *live, "--env.live.launch", "true",
+                         "--env.live.display", display.name, timeout=120)
+    finally:
+        display.proc.kill()
+        display.proc.wait()
+    assert f"live: starting the game with {path}'s launch.command: {shown}" in result.stdout
+    assert proof.read_text().startswith("uid=")  # what it ran is what it showed
+    assert "no window with title containing" in error_line(result)  # the "game" opened none
