@@ -157,6 +157,7 @@ class TickLoop:
         self.episodes = 0
         self.ep_return, self.ep_length = 0.0, 0
         self.last_return = float("nan")
+        self.held = ""  # the replay sink's note while the disk refuses chunks
 
     def run(self, stop: StopFlag) -> int:
         """Tick until a limit or `stop`; return the number of steps written."""
@@ -244,12 +245,18 @@ class TickLoop:
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         self.logger.write(steps, metrics)
+        held = self.sink.held()
+        if bool(held) != bool(self.held):  # the status line goes by; these two lines stay
+            self.logger.message(f"actor {self.cfg.id}: " + (
+                held or "replay: the disk takes chunks again; nothing is held in memory"))
+        self.held = held
         quiet = silence is not None and silence > SILENT_AFTER_S
         self.logger.status(
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
-            + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else ""))
+            + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else "")
+            + (f" | {held}" if held else ""))
         self.lateness.reset()
         self.work.reset()
 

@@ -4,6 +4,7 @@ A module-scoped base replay is written once by a real actor (debug preset); each
 its own logdir, spoils something, and runs the learner or actor on it.
 """
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -354,3 +355,119 @@ def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_sho
     assert f"live: starting the game with {path}'s launch.command: {shown}" in result.stdout
     assert proof.read_text().startswith("uid=")  # what it ran is what it showed
     assert "no window with title containing" in error_line(result)  # the "game" opened none
+
+
+@contextlib.contextmanager
+def small_disk(path: pathlib.Path, size: str = "16m"):
+    """A tmpfs of `size` mounted at `path` (root only: skipped with the reason otherwise)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("a full disk needs a small tmpfs, which only root can mount")
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def fill(disk: pathlib.Path) -> pathlib.Path:
+    """Fill `disk` to the last byte with one file; remove that file to free the space again."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for block in (1 << 16, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * block)
+            except OSError:
+                pass
+    return filler
+
+
+def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_goes_on(base, tmp_path):
+    import re
+    import signal
+
+    from conftest import poll
+
+    with small_disk(tmp_path / "disk") as disk:
+        logdir = disk / "run"
+        copy_replay(base, logdir)
+        out = tmp_path / "stdout.txt"
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with out.open("w") as f:
+            learner = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(logdir), *QUIET,
+                 "--run.train_ratio", "0", "--run.checkpoint_every", "0.01",
+                 "--run.publish_every", "0.5"], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        folder = logdir / "checkpoint"
+        try:
+            kept = poll("two checkpoints", lambda: len(list(folder.glob("state_*.msgpack"))) >= 2 and
+                        sorted(p.name for p in folder.glob("state_*.msgpack")), timeout=240)
+            filler = fill(disk)
+
+            def skipped():
+                return re.findall(r"learner: checkpoint at (\d+) updates skipped, cannot write "
+                                  r".*\(No space left on device\); keeping \d+ \(latest\)", out.read_text())
+
+            at = poll("two skipped checkpoints", lambda: len(set(skipped())) >= 2 and skipped(), timeout=60)
+            assert learner.poll() is None, out.read_text()  # it goes on training
+            assert set(kept) <= {p.name for p in folder.glob("state_*.msgpack")}  # the older ones stay
+            assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+            filler.unlink()
+            newer = f"state_{int(max(at, key=int)) + 1:08d}.msgpack"
+            poll("a checkpoint once the disk has room", lambda: max(p.name for p in folder.glob(
+                "state_*.msgpack")) >= newer, timeout=60)
+            learner.send_signal(signal.SIGTERM)
+            assert learner.wait(120) == 0, out.read_text()
+        finally:
+            learner.kill()
+            learner.wait()
+        assert all(finite_file(p) for p in folder.glob("state_*.msgpack"))
+        assert "Traceback" not in out.read_text()
+
+
+def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
+    import re
+
+    from conftest import poll
+
+    from dreamer_live.replay.chunk import list_chunks
+
+    with small_disk(tmp_path / "disk") as disk:
+        logdir = disk / "run"
+        out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with out.open("w") as f, err.open("w") as g:
+            actor = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), *QUIET,
+                 "--run.quiet", "false", "--actor.hz", "50", "--actor.duration", "300",
+                 "--replay.chunk_seconds", "0.5", "--replay.hold_s", "20"],
+                cwd=REPO, env=env, stdout=f, stderr=g)
+        try:
+            poll("the first status line", lambda: "ticks/s" in out.read_text(), timeout=120)
+            filler = fill(disk)
+            poll("the actor saying it holds chunks", lambda: re.search(
+                r"actor 0: replay: \d+ steps held in memory .*No space left on device",
+                out.read_text()), timeout=30)
+            line = poll("a status line that says so", lambda: re.search(
+                r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
+                r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
+                r"after 20 s", out.read_text()), timeout=30)
+            assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
+            filler.unlink()
+            poll("the held chunks written", lambda: "the disk takes chunks again" in out.read_text(),
+                 timeout=30)
+            fill(disk)
+            assert actor.wait(60) == 2, out.read_text() + err.read_text()
+        finally:
+            actor.kill()
+            actor.wait()
+        lines = err.read_text().strip().splitlines()
+        assert len(lines) == 1 and re.fullmatch(
+            rf"actor: error: replay: could not write to {logdir / 'replay'} for 20 s \(replay.hold_s\): "
+            r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
+        seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
+        assert seqs == list(range(len(seqs))) and len(seqs) > 10  # nothing lost while held
