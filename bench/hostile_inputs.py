@@ -27,7 +27,8 @@ H, E, C = "tests/test_hostile.py::", "tests/test_cli_errors.py::", "tests/test_c
 CHUNK = H + "test_a_hostile_chunk_is_quarantined_with_its_reason_and_hides_nothing"
 CASES = [  # (issue item, case, expected, tests)
     ("1", "NaN parameters: learner", "non-finite updates skipped; one line after learner.max_skipped; "
-     "nothing NaN published or checkpointed", [H + "test_learner_skips_non_finite_updates_then_stops_with_one_line"]),
+     "nothing NaN published or checkpointed",
+     [H + "test_learner_skips_non_finite_updates_then_stops_with_one_line"]),
     ("1", "NaN parameters: actor", "version refused, its own kept; no NaN action in replay",
      [H + "test_actor_refuses_a_non_finite_version_and_keeps_its_own"]),
     ("2", "zip bomb chunk (8e6 steps)", "quarantined before inflating", [CHUNK + "[zip bomb]"]),
@@ -35,7 +36,8 @@ CASES = [  # (issue item, case, expected, tests)
      [CHUNK + "[lying name]"]),
     ("4", "foreign chunk (vector 3 wider)", "quarantined against spaces.json; real chunks stay",
      [CHUNK + "[foreign chunk]"]),
-    ("5", "NaN reward, inf observation", "chunk quarantined, the reason named", [CHUNK + "[non-finite values]"]),
+    ("5", "NaN reward, inf observation", "chunk quarantined, the reason named",
+     [CHUNK + "[non-finite values]"]),
     ("2-8", "all hostile chunks at once", "learner trains on the 200 real steps",
      [H + "test_learner_trains_on_the_real_chunks_beside_every_hostile_one"]),
     ("6", "checkpoint: flipped bytes, NaN", "set aside like a truncated one; the older one loaded",
@@ -56,7 +58,8 @@ CASES = [  # (issue item, case, expected, tests)
     ("12", "actor starved of CPU", "late = over 10% of a period, as in replay; 'too loaded'",
      [H + "test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded"]),
     ("13", "profile from elsewhere: sh -c 'id > file'", "refused under launch auto; with true the "
-     "exact command printed, then run", [H + "test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown"]),
+     "exact command printed, then run",
+     [H + "test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown"]),
     ("14", "two actors with one --actor.id", "second refused (one line, exit 2); dead one's lock taken",
      [H + "test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_over"]),
     ("15", "latest.json claiming version 10^15", "ignored; numbering and pruning from valid files",
