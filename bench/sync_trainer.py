@@ -76,7 +76,7 @@ class SyncTrainer:
             reader = Reader(self.logdir / "replay", config.replay.capacity, config.seed,
                             config.replay.recency, prefetch=0, batch=b, length=t,
                             recency_window=config.replay.recency_window)
-            pacer = Pacer(tick_hz(config), late_ms=config.actor.late_ms)
+            pacer = Pacer(tick_hz(config))
             steps = updates = episodes = cycles = 0
             ep_return, ep_length, need_reset = 0.0, 0, True
             train_s_total = 0.0

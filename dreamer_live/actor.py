@@ -18,7 +18,7 @@ from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
-from dreamer_live.process import StopFlag
+from dreamer_live.process import RoleLock, StopFlag
 from dreamer_live.steps import replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
@@ -55,6 +55,15 @@ class CompileWatch:
 
 def run_actor(config, logdir: pathlib.Path) -> int:
     """Play until actor.steps / actor.duration / a stop signal; always release keys and flush replay."""
+    # One actor per id on a logdir: two would write streams that metrics and TensorBoard mix up.
+    lock = RoleLock(logdir / f"actor-{config.actor.id}.lock", f"actor {config.actor.id}").acquire()
+    try:
+        return _run_actor(config, logdir, lock)
+    finally:
+        lock.release()
+
+
+def _run_actor(config, logdir: pathlib.Path, lock: RoleLock) -> int:
     stop = StopFlag("actor").install()
     cli.setup_jax(config)
     import jax
@@ -67,6 +76,9 @@ def run_actor(config, logdir: pathlib.Path) -> int:
     watch = CompileWatch()
     logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet)
     summary = ""
+    if lock.took_over:
+        logger.message(f"actor {cfg.id}: took over {lock.path.name} from {lock.took_over}, which "
+                       "stopped without releasing it")
     opened = []  # closed in this order on any exit: the env first (keys released), then the rest
     try:
         env = make_env(config)
@@ -136,7 +148,7 @@ class TickLoop:
         self.logger, self.watch = logger, watch
         self.compiles_at_start = self._compiles()
         self.log_every = config.run.log_every
-        self.pacer = Pacer(tick_hz(config), late_ms=self.cfg.late_ms)
+        self.pacer = Pacer(tick_hz(config))
         self.rng = np.random.default_rng(self.cfg.id)
         self.lateness, self.work = Samples(), Samples()
         self.recent_late = collections.deque(maxlen=SWAP_WINDOW)
@@ -146,6 +158,7 @@ class TickLoop:
         self.episodes = 0
         self.ep_return, self.ep_length = 0.0, 0
         self.last_return = float("nan")
+        self.held = ""  # the replay sink's note while the disk refuses chunks
 
     def run(self, stop: StopFlag) -> int:
         """Tick until a limit or `stop`; return the number of steps written."""
@@ -231,8 +244,10 @@ class TickLoop:
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.source.lag()
         silence = self.source.learner_silence()
+        late_frac, loaded = self.pacer.load()
         metrics = {
             "actor/ticks_per_s": ticks_per_s, "actor/late_ticks": self.pacer.late,
+            "actor/late_frac": late_frac,
             "actor/missed_ticks": self.pacer.missed,
             "actor/late_ms_p50": self.lateness.percentile(50),
             "actor/late_ms_p99": self.lateness.percentile(99),
@@ -245,12 +260,18 @@ class TickLoop:
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         self.logger.write(steps, metrics)
+        held = self.sink.held()
+        if bool(held) != bool(self.held):  # the status line goes by; these two lines stay
+            self.logger.message(f"actor {self.cfg.id}: " + (
+                held or "replay: the disk takes chunks again; nothing is held in memory"))
+        self.held = held
         quiet = silence is not None and silence > SILENT_AFTER_S
         self.logger.status(
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
-            + (f" | learner silent {silence:.0f} s" if quiet else ""))
+            + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else "")
+            + (f" | {held}" if held else ""))
         self.lateness.reset()
         self.work.reset()
 

@@ -48,7 +48,7 @@ def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
     path = logdir / "config.yaml"
     old = None
     if path.exists():
-        old = configlib.defaults().update(configlib.read_yaml(path) or {})
+        old = configlib.saved(path)
     if names or old is None:
         new = configlib.resolve(names, overrides)
     else:  # no presets given: continue the run as it was configured

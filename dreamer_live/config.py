@@ -23,6 +23,8 @@ IDENTITY_SECTIONS = ("agent", "env")
 NOT_IDENTITY = ("env.live.", "env.window")
 # Mappings whose keys are free-form (passed through to a game or gymnasium.make), not checked.
 FREE_FORM = ("env.kwargs",)
+# Keys that a logdir's config.yaml from an older version may hold: dropped when it is read.
+RETIRED = ("actor.late_ms",)  # late is a share of the period now (dreamer_live/pacer.py)
 
 
 def _yaml() -> YAML:
@@ -108,6 +110,8 @@ def coerce(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, str):
         if isinstance(value, str):
             return value
+        if isinstance(value, bool):  # a choice spelled true/false, which YAML reads as a bool
+            return str(value).lower()
         raise bad
     if isinstance(default, (list, tuple)):
         if isinstance(value, str):
@@ -267,6 +271,12 @@ def to_plain(tree: Any) -> Any:
 def defaults() -> Config:
     """The defaults from configs/defaults.yaml."""
     return Config(read_yaml(CONFIG_DIR / "defaults.yaml"))
+
+
+def saved(path: str | pathlib.Path) -> Config:
+    """A logdir's config.yaml over the defaults, without RETIRED keys."""
+    flat = flatten(read_yaml(path) or {})
+    return defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
 
 
 def presets() -> dict[str, dict]:

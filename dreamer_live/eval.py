@@ -133,7 +133,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
         if is_realtime(video_config(config)):  # a live game cannot run in lockstep
             from dreamer_live.pacer import Pacer
 
-            pacer = Pacer(tick_hz(config), late_ms=config.actor.late_ms)
+            pacer = Pacer(tick_hz(config))
         returns, lengths = [], []
         best = worst = None
         for i in range(episodes):

@@ -33,6 +33,7 @@ class Learner:
         self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
         self.meta: dict = {}
         self._video_thread: threading.Thread | None = None
+        self._refused: set[str] = set()  # what the disk refuses now (publish, heartbeat): said once
 
     def run(self) -> int:
         """Train until run.steps, a stop signal or a dead launcher; checkpoint and publish on exit."""
@@ -72,7 +73,7 @@ class Learner:
             if run.steps and self.updates >= run.steps:
                 self.logger.message(f"learner: already at {self.updates} >= run.steps updates")
                 return 0
-            version = publisher.publish(agent.policy_params(state), self.updates)
+            version = self._publish(publisher, agent, state, 0)
             self._compile(agent, state, found[0])
             if not self._prefill(reader, publisher):
                 return 0
@@ -115,7 +116,8 @@ class Learner:
         """Wait until replay holds run.prefill steps (offline: whatever is there); False if stopped."""
         need = 1 if self.offline else self.config.run.prefill
         while not self.stop:
-            publisher.heartbeat(self.updates)  # waiting, not gone: the actor must not report silence
+            # waiting, not gone: the actor must not report silence
+            self._on_disk("heartbeat", "the heartbeat", publisher.heartbeat, self.updates)
             reader.refresh()
             if reader.num_steps >= need and reader.ready():
                 return True
@@ -166,7 +168,7 @@ class Learner:
                     window["metrics"].append(metrics)
                 now = time.monotonic()
                 if now - last["publish"] >= run.publish_every:
-                    version = publisher.publish(agent.policy_params(state), self.updates)
+                    version = self._publish(publisher, agent, state, version)
                     last["publish"] = now
                 if now - last["checkpoint"] >= run.checkpoint_every * 60:
                     self._checkpoint(checkpointer, state, env_steps, version)
@@ -176,7 +178,7 @@ class Learner:
                     last["video"] = now
                 if now - last["log"] >= run.log_every:
                     self._log(window, reader, env_steps, version, batch_steps)
-                    publisher.heartbeat(self.updates)
+                    self._on_disk("heartbeat", "the heartbeat", publisher.heartbeat, self.updates)
                     last["log"] = now
         except KeyboardInterrupt:
             self.stop.set("interrupted")
@@ -185,11 +187,11 @@ class Learner:
         reason = self.stop.reason or "run.steps reached"
         if window["updates"]:
             self._log(window, reader, env_steps, version, batch_steps)
-        version = publisher.publish(agent.policy_params(state), self.updates)
+        version = self._publish(publisher, agent, state, version)
         self._checkpoint(checkpointer, state, env_steps, version)
         self.logger.message(f"\nlearner: stopped ({reason}) at {self.updates} updates "
                             f"({self.updates - started} this run); published v{version}; "
-                            f"checkpoint {checkpointer.path}")
+                            f"checkpoint {checkpointer.path or 'none'}")
         return state
 
     def _skipped(self, window) -> None:
@@ -205,8 +207,36 @@ class Learner:
                 "or checkpointed: lower agent.opt.lr or check the replay, then resume")
 
     def _checkpoint(self, checkpointer, state, env_steps, version) -> None:
+        """Save a checkpoint; one the disk refuses (full) is skipped with one line, the older kept."""
         self.meta.update(updates=self.updates, env_steps=int(env_steps), version=int(version))
-        checkpointer.save(state, self.meta)
+        try:
+            checkpointer.save(state, self.meta)
+        except OSError as e:
+            self.logger.message(
+                f"learner: checkpoint at {self.updates} updates skipped, cannot write "
+                f"{checkpointer.directory} ({e.strerror or e}); keeping {checkpointer.describe()}; "
+                "going on")
+
+    def _publish(self, publisher, agent, state, version: int) -> int:
+        """Publish the policy; the new version, or `version` when the disk refuses it."""
+        published = self._on_disk("publish", "parameters", publisher.publish,
+                                  agent.policy_params(state), self.updates)
+        return version if published is None else published
+
+    def _on_disk(self, key: str, what: str, write, *args):
+        """write(*args); on an OSError (disk full) None, said in one line until a write succeeds."""
+        try:
+            result = write(*args)
+        except OSError as e:
+            if key not in self._refused:
+                self._refused.add(key)
+                self.logger.message(f"learner: cannot write {what} ({e.strerror or e}); "
+                                    "going on, trying again at the next one")
+            return None
+        if key in self._refused:
+            self._refused.discard(key)
+            self.logger.message(f"learner: {what} written again")
+        return result
 
     def _video(self, agent, state, reader) -> None:
         """Open-loop predictions on a fresh batch, rendered on a background thread."""

@@ -3,7 +3,9 @@
 All file writing happens on a background thread so that a real-time loop only pays for a queue put.
 Several processes append to one metrics.jsonl: each line goes out as a single O_APPEND write, so lines
 never interleave. TensorBoard files go to DIR/tensorboard/<name>/ (one folder per writer process:
-TensorBoard reads concurrent event files in one folder badly).
+TensorBoard reads concurrent event files in one folder badly), written on the same thread (not
+tensorboardX's SummaryWriter, whose worker thread dies on a full disk and then blocks every later
+write and the process's exit); after a failed write the next event goes to a new file.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import numpy as np
 
 # Set by dreamer_live.run for its children: it draws one combined status line itself.
 NO_STATUS_ENV = "DREAMER_LIVE_NO_STATUS"
+TB_FLUSH_S = 10.0  # TensorBoard events reach the disk at least this often while lines come
+FAILURE_EVERY_S = 60.0  # metric lines that cannot be written (disk full) are reported this often
 
 
 def _plain(value):
@@ -91,7 +95,10 @@ class Logger:
         self._last_plain_status = 0.0
         self._status_width = 0
         self._tensorboard = tensorboard
-        self._tb = None
+        self._tb = None  # the open TensorBoard event file (tensorboardX EventsWriter)
+        self._tb_files = 0
+        self._tb_flushed = 0.0
+        self._said_failing = -math.inf  # when a dropped metric line (disk full) was last reported
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._work, name=f"metrics-{self.name}", daemon=True)
         self._thread.start()
@@ -135,27 +142,48 @@ class Logger:
                     elif kind == "close":
                         break
                 except Exception as e:  # a full disk must not kill the actor's loop
-                    print(f"{self.name}: metrics write failed: {e}", file=sys.stderr)
+                    if time.monotonic() - self._said_failing >= FAILURE_EVERY_S:
+                        self._said_failing = time.monotonic()
+                        self._end_status()
+                        print(f"{self.name}: cannot write metrics ({e}); dropping metric lines "
+                              "until it can", flush=True)
         finally:
             os.close(fd)
-            if self._tb is not None:
-                self._tb.close()
+            self._close_tb()
             self._end_status()
 
     def _write_line(self, fd: int, when: float, step: int, metrics: dict) -> None:
         os.write(fd, encode_line(self.source, step, metrics, when).encode())
         if not self._tensorboard:
             return
-        if self._tb is None:
-            from tensorboardX import SummaryWriter
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
 
-            folder = self.logdir / "tensorboard" / self.name
-            self._tb = SummaryWriter(str(folder), flush_secs=10,
-                                     filename_suffix=f".{os.getpid()}")
-        for key, value in metrics.items():
-            value = _plain(value)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self._tb.add_scalar(key, value, step, walltime=when)
+        try:
+            if self._tb is None:
+                folder = self.logdir / "tensorboard" / self.name
+                folder.mkdir(parents=True, exist_ok=True)
+                self._tb_files += 1  # a new name even within the same second
+                self._tb = EventsWriter(str(folder / "events"), f".{os.getpid()}.{self._tb_files}")
+            for key, value in metrics.items():
+                value = _plain(value)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self._tb.write_event(Event(wall_time=when, step=step, summary=scalar(key, value)))
+            if time.monotonic() - self._tb_flushed >= TB_FLUSH_S:
+                self._tb.flush()
+                self._tb_flushed = time.monotonic()
+        except OSError:
+            self._close_tb()  # its last record may be cut short: the next event starts a new file
+            raise
+
+    def _close_tb(self) -> None:
+        if self._tb is not None:
+            tb, self._tb = self._tb, None
+            try:
+                tb.close()
+            except OSError:
+                pass
 
     def _draw(self, text: str) -> None:
         if self._tty:

@@ -7,8 +7,16 @@ coarse sleep, then an optional short spin for sub-millisecond precision) and ret
 begins. A late tick does not shift the schedule to hide it. A loop that fell behind by more than
 `catch_up_s` skips the missed slots (counted in `missed`) and keeps the grid instead of running a burst
 of ticks against a game that did not wait; within `catch_up_s` it runs them back to back (a game's
+<<<<<<< HEAD
 frames catch up with wall time, as a game does after a hiccup). Time that is not play (an episode's
 reset, waiting for the game) is not lateness: `restart()` begins a new grid at the tick starting now.
+=======
+frames catch up with wall time, as a game does after a hiccup).
+
+This module also owns what *late* means, everywhere (the actor's count, the status lines, the cadence
+benchmark): a tick that begins more than LATE_SHARE of its period after its deadline. A stretch of ticks
+of which more than LOADED_SHARE were late says the machine is too loaded to hold the rate.
+>>>>>>> issue17
 """
 
 from __future__ import annotations
@@ -18,18 +26,32 @@ import time
 from collections.abc import Callable
 
 CATCH_UP_S = 0.25  # a game clock this far behind skips frames instead of running them back to back
+LATE_SHARE = 0.1  # a tick beginning more than this share of its period after its deadline is late
+LOADED_SHARE = 0.05  # more late ticks than this share of a stretch: too loaded to hold the rate
+
+
+def late_limit_ms(hz: float) -> float:
+    """The lateness in milliseconds beyond which a tick at `hz` counts as late."""
+    return LATE_SHARE * 1000.0 / hz
+
+
+def load_note(hz: float, late_frac: float) -> str:
+    """'' while the share of late ticks is within LOADED_SHARE; else a status-line note saying so."""
+    if not late_frac > LOADED_SHARE:
+        return ""
+    return f"too loaded to hold {hz:g} Hz: {late_frac:.0%} of ticks late"
 
 
 class Pacer:
     """Sleeps to absolute tick deadlines and measures each tick's lateness."""
 
-    def __init__(self, hz: float, late_ms: float = 5.0, spin_s: float = 0.002, catch_up_s: float = 0.0,
+    def __init__(self, hz: float, spin_s: float = 0.002, catch_up_s: float = 0.0,
                  clock: Callable[[], float] = time.perf_counter,
                  sleep: Callable[[float], None] = time.sleep):
         if not hz > 0:
             raise ValueError(f"tick rate must be positive, got {hz}")
-        self.period = 1.0 / hz
-        self.late_ms = late_ms  # a tick starting later than this counts as late
+        self.hz, self.period = hz, 1.0 / hz
+        self.late_ms = late_limit_ms(hz)  # a tick starting later than this counts as late
         self.spin_s, self.catch_up_s = spin_s, catch_up_s
         self._clock, self._sleep = clock, sleep
         self._next: float | None = None
@@ -37,6 +59,7 @@ class Pacer:
         self.late = 0  # ticks that began more than late_ms after their deadline
         self.missed = 0  # tick slots skipped after falling behind
         self.restarts = 0
+        self._noted = (0, 0)  # (ticks, late) when load() was last asked
 
     def start(self, delay: float = 0.0) -> None:
         """Restart the grid: the next tick is due `delay` seconds from now."""
@@ -70,3 +93,10 @@ class Pacer:
         if late_ms > self.late_ms:
             self.late += 1
         return late_ms
+
+    def load(self) -> tuple[float, str]:
+        """(share of late ticks, load_note) over the ticks since the last call."""
+        ticks, late = self.ticks - self._noted[0], self.late - self._noted[1]
+        self._noted = (self.ticks, self.late)
+        late_frac = late / ticks if ticks else 0.0
+        return late_frac, load_note(self.hz, late_frac)

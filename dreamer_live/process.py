@@ -1,10 +1,18 @@
-"""Process manners for the actor and learner: graceful stop on signals, parent watch, CPU sharing."""
+"""Process manners for the actor and learner: graceful stop on signals, parent watch, CPU sharing,
+one process per role (a lock file holding its pid)."""
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import signal
+import socket
+import sys
 import threading
+import time
+
+from dreamer_live.errors import UserError
 
 # Set by dreamer_live.run for its children: the launcher's pid; a child stops when it is gone.
 PARENT_ENV = "DREAMER_LIVE_PARENT"
@@ -94,3 +102,75 @@ def share_cpu(threads: int, nice: int, idle: bool) -> str:
     elif cores:
         notes.append(f"all {len(cores)} cores")
     return ", ".join(notes) or "no CPU limits"
+
+
+class RoleLock:
+    """An exclusive lock on a file that holds the owner's pid and host: one process per role (an
+    actor id on a logdir). The OS drops it when the owner dies, so a dead owner's lock is taken over;
+    a clean release empties the file, so a pid left in it tells of an owner that died."""
+
+    _OFFSET = 1 << 20  # Windows locks this byte (beyond the text), so others can still read the pid
+
+    def __init__(self, path: str | os.PathLike, role: str):
+        self.path, self.role = pathlib.Path(path), role
+        self._fd: int | None = None
+        self.took_over = ""  # "pid N on host H" of an owner that died holding it
+
+    def acquire(self) -> RoleLock:
+        """Take the lock; a UserError naming the owner while another process holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _lock(fd, self._OFFSET)
+        except OSError:
+            owner = _owner(_read_all(fd))
+            os.close(fd)
+            raise UserError(f"{self.role} already runs on this logdir ({owner}, lock {self.path}); "
+                            "stop it first or give this one another --actor.id") from None
+        previous = _read_all(fd)
+        self.took_over = _owner(previous) if previous.strip() else ""
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        _rewrite(fd, json.dumps(record).encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Empty the file and drop the lock (the file stays: removing it could race a new owner)."""
+        if self._fd is not None:
+            try:
+                _rewrite(self._fd, b"")
+            finally:
+                os.close(self._fd)  # closing drops the lock
+                self._fd = None
+
+
+def _owner(text: bytes) -> str:
+    try:
+        record = json.loads(text)
+        return f"pid {int(record['pid'])} on host {record.get('host', '?')}"
+    except (ValueError, KeyError, TypeError):
+        return "owner unknown"
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 4096)
+
+
+def _rewrite(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, data)
+    os.fsync(fd)
+
+
+if sys.platform == "win32":
+    def _lock(fd: int, offset: int) -> None:
+        import msvcrt
+
+        os.lseek(fd, offset, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # OSError when another process holds it
+else:
+    def _lock(fd: int, offset: int) -> None:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError when held; NFS: a POSIX lock

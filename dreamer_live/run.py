@@ -20,6 +20,7 @@ import time
 
 from dreamer_live import cli, config as configlib
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
+from dreamer_live.pacer import load_note
 from dreamer_live.process import PARENT_ENV
 
 DEMO_PRESET = "catcher"
@@ -30,7 +31,8 @@ STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves 
 class Status:
     """The launcher's combined status line, built from both children's metric lines."""
 
-    def __init__(self):
+    def __init__(self, hz: float):
+        self.hz = hz  # the actor's tick rate
         self.actor: dict = {}
         self.learner: dict = {}
         self.returns: collections.deque = collections.deque(maxlen=20)
@@ -56,6 +58,9 @@ class Status:
         if a:
             parts.append(f"actor {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
                          f"late {a.get('actor/late_ticks', 0)} policy v{a.get('actor/policy_version', 0)}")
+            loaded = load_note(self.hz, a.get("actor/late_frac") or 0.0)
+            if loaded:
+                parts.append(loaded)
         if self.returns:
             mean = sum(self.returns) / len(self.returns)
             first = sum(self.first_returns) / len(self.first_returns)
@@ -84,8 +89,8 @@ def _describe(code: int) -> str:
 class Children:
     """Starts, watches and stops the two children."""
 
-    def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool):
-        self.child_args, self.logdir, self.quiet = child_args, logdir, quiet
+    def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool, hz: float):
+        self.child_args, self.logdir, self.quiet, self.hz = child_args, logdir, quiet, hz
         self.procs: dict[str, subprocess.Popen] = {}
         self.stopping = False
         self.signals = 0
@@ -110,7 +115,7 @@ class Children:
 
     def watch(self) -> int:
         """Wait for the children; on one's exit stop the other; return the run's exit status."""
-        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status()
+        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status(self.hz)
         last_draw = 0.0
         failure = 0
         while any(p.poll() is None for p in self.procs.values()):
@@ -177,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run: {config.env.name} in {logdir} (presets: {' '.join(configs) or 'as configured'}); "
           f"replay, params, checkpoint, metrics.jsonl, videos and tensorboard/ go there. "
           f"Ctrl-C stops both.", flush=True)
-    launcher = Children(child_args, logdir, config.run.quiet)
+    from dreamer_live.envs import tick_hz
+
+    launcher = Children(child_args, logdir, config.run.quiet, tick_hz(config))
     launcher.start()
     return launcher.watch()
 

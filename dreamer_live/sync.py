@@ -82,6 +82,25 @@ def _read_pointer(directory: pathlib.Path) -> dict | None:
     return _read_json(directory / POINTER, "version")
 
 
+def _is_version(path: pathlib.Path, version: int) -> bool:
+    """Whether `path` is a whole parameter file of `version` (its meta says so, its checksum holds)."""
+    try:
+        blob = serialization.msgpack_restore(path.read_bytes())
+        meta = blob["meta"]
+        return int(meta["version"]) == version and \
+            hashlib.sha256(blob["params"]).hexdigest() == meta.get("sha256")
+    except Exception:  # missing, truncated or not ours
+        return False
+
+
+def _newest_valid(directory: pathlib.Path) -> int:
+    """The newest version whose file is valid; 0 when there is none."""
+    for version, path in sorted(_versions_on_disk(directory).items(), reverse=True):
+        if _is_version(path, version):
+            return version
+    return 0
+
+
 def _retry(fn, attempts: int = 10, pause: float = 0.05):
     """Run fn, retrying PermissionError (Windows refuses to replace a file another process has open)."""
     for i in range(attempts):
@@ -100,9 +119,15 @@ class Publisher:
         self.directory = pathlib.Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.model_hash, self.keep = model_hash, max(1, keep)
-        pointer = _read_pointer(self.directory) or {"version": 0}
-        # A restarted learner continues the numbering, so clients only ever see versions increase.
-        self.version = max([pointer["version"], *_versions_on_disk(self.directory)])
+        # A restarted learner continues the numbering, so clients only ever see versions increase:
+        # from the newest valid file, never from latest.json alone (a pointer claiming version 10^15
+        # would make it jump there and prune every real version).
+        self.version = _newest_valid(self.directory)
+        pointer = _read_pointer(self.directory)
+        if pointer is not None and pointer["version"] != self.version:
+            log.warning("params: %s names version %d, but the newest valid file is version %d; "
+                        "continuing from %d", self.directory / POINTER, pointer["version"],
+                        self.version, self.version)
 
     def publish(self, params: Any, step: int) -> int:
         """Write `params` (any flax-serializable pytree) as the next version; return its number."""

@@ -20,6 +20,9 @@ class ReplaySink(Protocol):
     def add(self, step: dict) -> None:
         """Queue one step (steps.replay_keys, action and tick keys)."""
 
+    def held(self) -> str:
+        """'' while steps reach their store; else what waits in memory and why (a status-line note)."""
+
     def close(self) -> None:
         """Hand over the partial chunk and stop."""
 

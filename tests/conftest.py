@@ -24,3 +24,17 @@ def poll(what: str, predicate, timeout: float = 10.0, interval: float = 0.01):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def stderr_lines(text: str) -> list[str]:
+    """A command's stderr lines without XLA's slow-compile alarm, which XLA itself prints (in a
+    banner of asterisks after a glog line) when a compile takes long on a loaded machine."""
+    import re
+
+    lines, inside = [], False
+    for line in text.strip().splitlines():
+        if re.match(r"^\*{8,}$", line.strip()):
+            inside = not inside
+        elif not inside and not re.match(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ .*\] ?", line):
+            lines.append(line)
+    return lines

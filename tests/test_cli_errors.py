@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import stderr_lines
 from dreamer_live import cli, spaces
 from dreamer_live.envs import make_env
 
@@ -23,7 +24,7 @@ def command(module, *args, timeout=120):
 
 
 def assert_one_line_error(result, pattern):
-    lines = result.stderr.strip().splitlines()
+    lines = stderr_lines(result.stderr)
     assert result.returncode != 0, result
     assert len(lines) == 1, result.stderr
     assert re.search(pattern, lines[0]), lines[0]

@@ -57,6 +57,12 @@ def test_logdir_refuses_conflicting_restart(tmp_path):
     assert config.read_yaml(tmp_path / "config.yaml")["env"]["obs"] == forced.env.obs == "image"
 
 
+
+def test_a_logdir_from_an_older_version_still_opens(tmp_path):
+    (tmp_path / "config.yaml").write_text("actor:\n  late_ms: 5.0\n  hz: 30.0\n")  # late_ms: retired
+    assert cli.logdir_config(tmp_path, [], {}).actor.hz == 30.0
+    with pytest.raises(UserError, match="unknown config key 'actor.late_ms'"):
+        cli.logdir_config(tmp_path, [], {"actor.late_ms": 5.0})  # asked for today: refused
 def test_command_line_error_is_one_line():
     out = subprocess.run([sys.executable, "-c",
                           "import sys; from dreamer_live import cli\n"

@@ -4,6 +4,7 @@ A module-scoped base replay is written once by a real actor (debug preset); each
 its own logdir, spoils something, and runs the learner or actor on it.
 """
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -13,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 from flax import serialization
+from conftest import stderr_lines
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 QUIET = ["--configs", "debug", "--run.quiet", "true", "--run.video_every", "0"]
@@ -28,7 +30,7 @@ def command(module, logdir, *args, timeout=240):
 
 def error_line(result) -> str:
     """The one stderr line of a command that stopped with exit status 2."""
-    lines = result.stderr.strip().splitlines()
+    lines = stderr_lines(result.stderr)
     assert result.returncode == 2 and len(lines) == 1, (result.returncode, result.stderr)
     return lines[0]
 
@@ -221,3 +223,252 @@ def test_hostile_spaces_json_is_one_line_not_a_hang(base, tmp_path, field, value
     (replay / "spaces.json").write_text(json.dumps(spaces))
     result = command("dreamer_live.learner", tmp_path, "--run.steps", "5", timeout=120)
     assert re.search(r"spaces\.json is unreadable \(.*" + reason, error_line(result))
+
+
+@pytest.mark.parametrize("pointer", [
+    {"version": 10**15, "file": "params-1000000000000000.msgpack"},  # names no file
+    {"version": 10**15, "file": "params-000003.msgpack"},  # a real file that is not that version
+])
+def test_a_lying_latest_json_moves_no_version_and_prunes_nothing(tmp_path, pointer):
+    import json
+
+    from dreamer_live import sync
+
+    tree = {"w": np.ones((4, 4), np.float32)}
+    publisher = sync.Publisher(tmp_path, "0123456789abcdef", keep=3)
+    for step in range(3):
+        publisher.publish(tree, step)
+    (tmp_path / "params-999999999999999.msgpack").write_bytes(b"not a version")
+    (tmp_path / sync.POINTER).write_text(json.dumps({**pointer, "step": 1, "time": 0.0}))
+    restarted = sync.Publisher(tmp_path, "0123456789abcdef", keep=3)  # a restarted learner
+    assert restarted.version == 3
+    assert restarted.publish(tree, 3) == 4
+    assert sorted(p.name for p in tmp_path.glob("params-0*.msgpack")) == [
+        sync.version_file(v) for v in (2, 3, 4)]
+
+
+def test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
+    import json
+    import signal
+
+    from conftest import poll
+
+    lock = tmp_path / "actor-0.lock"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    first = subprocess.Popen([sys.executable, "-m", "dreamer_live.actor", "--logdir", str(tmp_path),
+                              *QUIET, "--actor.duration", "300"], cwd=REPO, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def holder():
+            try:
+                return json.loads(lock.read_text()).get("pid")
+            except (OSError, ValueError):
+                return None
+
+        assert poll("the first actor's lock", holder, timeout=60) == first.pid
+        line = error_line(command("dreamer_live.actor", tmp_path, "--actor.steps", "5", timeout=60))
+        assert f"actor 0 already runs on this logdir (pid {first.pid} on host" in line
+        other = command("dreamer_live.actor", tmp_path, "--actor.id", "1", "--actor.steps", "5")
+        assert other.returncode == 0, other.stderr  # another id is welcome
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        second = command("dreamer_live.actor", tmp_path, "--actor.steps", "5")
+        assert second.returncode == 0, second.stderr
+        assert f"took over actor-0.lock from pid {first.pid}" in second.stdout
+        assert lock.read_text() == ""  # released on a clean exit
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded(tmp_path):
+    """A machine that does not give the actor the CPU (SIGSTOP for 60 ms, 4 times a second: 24% of
+    the time) makes it late by more than a tenth of a period on over 5% of its ticks."""
+    import signal
+    import time
+
+    from conftest import poll
+
+    from dreamer_live.metrics import read_lines
+    from dreamer_live.pacer import late_limit_ms
+    from dreamer_live.replay import Reader
+
+    out = tmp_path / "stdout.txt"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    with out.open("w") as f:
+        actor = subprocess.Popen([sys.executable, "-m", "dreamer_live.actor", "--logdir",
+                                  str(tmp_path / "run"), *QUIET, "--run.quiet", "false",
+                                  "--run.log_every", "1", "--actor.hz", "50", "--actor.duration", "60"],
+                                 cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        poll("the actor's first status line", lambda: "ticks/s" in out.read_text(), timeout=60)
+
+        def starved():
+            actor.send_signal(signal.SIGSTOP)
+            time.sleep(0.06)
+            actor.send_signal(signal.SIGCONT)
+            time.sleep(0.19)
+            return "too loaded to hold 50 Hz" in out.read_text()
+
+        poll("a status line saying the actor is too loaded", starved, timeout=40, interval=0)
+        actor.send_signal(signal.SIGTERM)
+        assert actor.wait(60) == 0, out.read_text()
+    finally:
+        actor.send_signal(signal.SIGCONT)
+        actor.kill()
+        actor.wait()
+    with Reader(tmp_path / "run" / "replay", prefetch=0) as reader:
+        late_ms = np.concatenate(list(reader.read_stream("tick_late_ms").values()))
+    last = [r for r in read_lines(tmp_path / "run" / "metrics.jsonl", "actor") if "actor/late_ticks" in r][-1]
+    assert last["actor/late_ticks"] == int((late_ms > late_limit_ms(50)).sum()) > 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 (Xvfb): Linux only")
+def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown(tmp_path):
+    """A profile is code: `launch.command: [sh, -c, "id > file"]` from outside configs/games/ is
+    refused under env.live.launch auto; with true the actor prints the exact command, then runs it."""
+    import shlex
+
+    from live_fixtures import start_xvfb
+
+    from dreamer_live.config import dump_yaml, read_yaml
+
+    proof = tmp_path / "it ran.txt"
+    profile = read_yaml(REPO / "configs/games/catcher_window.yaml")
+    profile["launch"] = {"command": ["sh", "-c", f"id > '{proof}'"], "startup_s": 0}
+    path = tmp_path / "game.yaml"
+    path.write_text(dump_yaml(profile))
+    live = ["--env.name", "live", "--env.profile", path, "--env.obs", "vector",
+            "--env.live.wait_s", "2"]
+    shown = shlex.join(["sh", "-c", f"id > '{proof}'"])  # pasted into a shell, runs the same
+    line = error_line(command("dreamer_live.actor", tmp_path / "auto", *live, timeout=120))
+    assert f"{path} is not one of the project's profiles (configs/games/)" in line
+    assert shown in line and "--env.live.launch true" in line and not proof.exists()
+    if not shutil.which("Xvfb"):
+        pytest.skip("Xvfb is not installed (apt-get install xvfb): the refusal was checked, not the run")
+    display = start_xvfb()
+    try:
+        result = command("dreamer_live.actor", tmp_path / "true", *live, "--env.live.launch", "true",
+                         "--env.live.display", display.name, timeout=120)
+    finally:
+        display.proc.kill()
+        display.proc.wait()
+    assert f"live: starting the game with {path}'s launch.command: {shown}" in result.stdout
+    assert proof.read_text().startswith("uid=")  # what it ran is what it showed
+    assert "no window with title containing" in error_line(result)  # the "game" opened none
+
+
+@contextlib.contextmanager
+def small_disk(path: pathlib.Path, size: str = "16m"):
+    """A tmpfs of `size` mounted at `path` (root only: skipped with the reason otherwise)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("a full disk needs a small tmpfs, which only root can mount")
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def fill(disk: pathlib.Path) -> pathlib.Path:
+    """Fill `disk` to the last byte with one file; remove that file to free the space again."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for block in (1 << 16, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * block)
+            except OSError:
+                pass
+    return filler
+
+
+def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_goes_on(base, tmp_path):
+    import re
+    import signal
+
+    from conftest import poll
+
+    with small_disk(tmp_path / "disk") as disk:
+        logdir = disk / "run"
+        copy_replay(base, logdir)
+        out = tmp_path / "stdout.txt"
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with out.open("w") as f:
+            learner = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(logdir), *QUIET,
+                 "--run.train_ratio", "0", "--run.checkpoint_every", "0.01",
+                 "--run.publish_every", "0.5"], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        folder = logdir / "checkpoint"
+        try:
+            kept = poll("two checkpoints", lambda: len(list(folder.glob("state_*.msgpack"))) >= 2 and
+                        sorted(p.name for p in folder.glob("state_*.msgpack")), timeout=240)
+            filler = fill(disk)
+
+            def skipped():
+                return re.findall(r"learner: checkpoint at (\d+) updates skipped, cannot write "
+                                  r".*\(No space left on device\); keeping \d+ \(latest\)", out.read_text())
+
+            at = poll("two skipped checkpoints", lambda: len(set(skipped())) >= 2 and skipped(), timeout=60)
+            assert learner.poll() is None, out.read_text()  # it goes on training
+            assert set(kept) <= {p.name for p in folder.glob("state_*.msgpack")}  # the older ones stay
+            assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+            filler.unlink()
+            newer = f"state_{int(max(at, key=int)) + 1:08d}.msgpack"
+            poll("a checkpoint once the disk has room", lambda: max(p.name for p in folder.glob(
+                "state_*.msgpack")) >= newer, timeout=60)
+            learner.send_signal(signal.SIGTERM)
+            assert learner.wait(120) == 0, out.read_text()
+        finally:
+            learner.kill()
+            learner.wait()
+        assert all(finite_file(p) for p in folder.glob("state_*.msgpack"))
+        assert "Traceback" not in out.read_text()
+
+
+def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
+    import re
+
+    from conftest import poll
+
+    from dreamer_live.replay.chunk import list_chunks
+
+    with small_disk(tmp_path / "disk") as disk:
+        logdir = disk / "run"
+        out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with out.open("w") as f, err.open("w") as g:
+            actor = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), *QUIET,
+                 "--run.quiet", "false", "--actor.hz", "50", "--actor.duration", "300",
+                 "--replay.chunk_seconds", "0.5", "--replay.hold_s", "20"],
+                cwd=REPO, env=env, stdout=f, stderr=g)
+        try:
+            poll("the first status line", lambda: "ticks/s" in out.read_text(), timeout=120)
+            filler = fill(disk)
+            poll("the actor saying it holds chunks", lambda: re.search(
+                r"actor 0: replay: \d+ steps held in memory .*No space left on device",
+                out.read_text()), timeout=30)
+            line = poll("a status line that says so", lambda: re.search(
+                r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
+                r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
+                r"after 20 s", out.read_text()), timeout=30)
+            assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
+            filler.unlink()
+            poll("the held chunks written", lambda: "the disk takes chunks again" in out.read_text(),
+                 timeout=30)
+            fill(disk)
+            assert actor.wait(60) == 2, out.read_text() + err.read_text()
+        finally:
+            actor.kill()
+            actor.wait()
+        lines = err.read_text().strip().splitlines()
+        assert len(lines) == 1 and re.fullmatch(
+            rf"actor: error: replay: could not write to {logdir / 'replay'} for 20 s \(replay.hold_s\): "
+            r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
+        seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
+        assert seqs == list(range(len(seqs))) and len(seqs) > 10  # nothing lost while held

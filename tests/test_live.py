@@ -269,7 +269,7 @@ def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path):
     profile = write_profile(tmp_path, export, launch={"command": [
         "{python}", "-m", "dreamer_live.envs.games.catcher", "--window", "--export", str(export)]})
     conn = xvfb.xlib()
-    env = make(xvfb, profile)
+    env = make(xvfb, profile, **{"env.live.launch": True})  # a profile outside configs/games/
     live = env.unwrapped if hasattr(env, "unwrapped") else env
     pids = []
     try:

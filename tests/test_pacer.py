@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dreamer_live.pacer import Pacer
+from dreamer_live.pacer import Pacer, late_limit_ms
 
 
 def fake_time():
@@ -22,7 +22,7 @@ def fake_time():
 
 def test_pacer_counts_lateness_and_keeps_the_grid():
     now, clock, sleep = fake_time()
-    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=sleep)
+    pacer = Pacer(10.0, clock=clock, sleep=sleep)
     pacer.start()
     assert pacer.wait() < 0.1  # due at once
     now[0] += 0.02  # a quick tick: sleeps to the next deadline, 0.1 s after the start
@@ -31,6 +31,29 @@ def test_pacer_counts_lateness_and_keeps_the_grid():
     assert pacer.wait() == pytest.approx(150.0, abs=1.0)
     assert (pacer.late, pacer.missed, pacer.ticks) == (1, 1, 3)
     assert pacer.wait() < 0.1 and now[0] == pytest.approx(0.4, abs=1e-3)  # back on the grid
+
+
+
+@pytest.mark.parametrize("hz, late_by_ms, late", [
+    (100.0, 3.0, True),  # 30% of a 10 ms period: late, though under a fixed 5 ms
+    (100.0, 0.5, False),
+    (5.0, 10.0, False),  # 5% of a 200 ms period: on time, though over a fixed 5 ms
+    (5.0, 30.0, True),
+])
+def test_late_is_a_tenth_of_the_period_and_a_late_stretch_says_too_loaded(hz, late_by_ms, late):
+    now, clock, sleep = fake_time()
+    pacer = Pacer(hz, spin_s=0.0, clock=clock, sleep=sleep)
+    assert pacer.late_ms == late_limit_ms(hz) == pytest.approx(100.0 / hz)
+    pacer.start()
+    for _ in range(9):  # nine on time, then one late by late_by_ms
+        pacer.wait()
+    now[0] += 1.0 / hz + late_by_ms / 1000
+    assert pacer.wait() == pytest.approx(late_by_ms, abs=0.1)
+    assert pacer.late == int(late)
+    late_frac, note = pacer.load()
+    assert late_frac == pytest.approx(0.1 if late else 0.0)
+    assert note == (f"too loaded to hold {hz:g} Hz: 10% of ticks late" if late else "")
+    assert pacer.load() == (0.0, "")  # a new stretch
 
 
 def test_a_game_clock_catches_up_a_short_stall_and_skips_a_long_one():
@@ -57,7 +80,7 @@ def test_a_stop_ends_the_wait_at_once():
 
 def test_a_restart_after_a_reset_is_not_lateness():
     now, clock, sleep = fake_time()
-    pacer = Pacer(10.0, late_ms=5.0, clock=clock, sleep=sleep)
+    pacer = Pacer(10.0, clock=clock, sleep=sleep)
     pacer.start()
     pacer.wait()
     now[0] += 1.6  # a reset (a title card) took 1.6 s inside this tick: the grid starts again after it

@@ -111,6 +111,19 @@ def test_profile_mistakes_are_one_line(changes, message):
     assert message in text
 
 
+
+def test_the_projects_own_profiles_launch_by_default_others_only_when_told(tmp_path):
+    """env.live.launch auto runs configs/games/'s launch commands; a copy elsewhere needs true."""
+    from dreamer_live.envs.live.attach import may_launch
+
+    own = load_profile(configlib.CONFIG_DIR / "games" / "catcher_window.yaml")
+    assert may_launch(own, "auto") and may_launch(own, "true") and not may_launch(own, "false")
+    copy = tmp_path / "catcher_window.yaml"
+    copy.write_bytes(own.path.read_bytes())
+    elsewhere = load_profile(copy)
+    with pytest.raises(UserError, match="give --env.live.launch true to run it"):
+        may_launch(elsewhere, "auto")
+    assert may_launch(elsewhere, "true") and not may_launch(elsewhere, "false")
 def test_missing_profile_and_live_config_errors(tmp_path):
     """A missing file, a missing env.profile, bad env.live values: one line each."""
     from dreamer_live.envs.live import LiveOptions, make_live_env

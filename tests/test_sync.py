@@ -71,20 +71,21 @@ def test_client_process_sees_each_version_within_its_interval(tmp_path):
     write_atomic(tmp_path / sync.POINTER, json.dumps(
         {"version": 4, "file": sync.version_file(4), "step": 400, "time": time.time()}).encode())
     error = out.get(timeout=30)
-    publisher = sync.Publisher(tmp_path, HASH, keep=3)  # a restarted learner continues at 5
-    published[5] = time.time()
-    assert publisher.publish(params_for(5), step=500) == 5
+    # a restarted learner continues after the newest valid version: a whole 4 replaces the broken one
+    publisher = sync.Publisher(tmp_path, HASH, keep=3)
+    published[4] = time.time()
+    assert publisher.publish(params_for(4), step=500) == 4
     seen.append(out.get(timeout=30))
     stop.set()
     proc.join(timeout=30)
-    assert [v for _, v, _, _ in seen] == [1, 2, 3, 5]  # 4 never replaced good params
+    assert [v for _, v, _, _ in seen] == [1, 2, 3, 4]  # the broken 4 never replaced good params
     for _, version, seen_at, value in seen:
         assert value == version
         assert seen_at - published[version] < interval + 1.5  # generous: 2 shared cores
     assert error[0] == "error" and "params-000004" in error[1]
     assert out.empty()  # no other version or error was reported
     assert sorted(p.name for p in tmp_path.glob("params-*")) == [
-        sync.version_file(v) for v in (3, 4, 5)]
+        sync.version_file(v) for v in (2, 3, 4)]
 
 
 def test_on_update_sees_each_version_before_it_is_used_and_can_refuse_it(tmp_path):

@@ -6,10 +6,16 @@
 SIGKILL therefore loses at most the steps not yet handed over (bounded by chunk_seconds, or twice that
 if the actor stalls between adds) plus chunks still queued, and never leaves a partial file under a
 chunk name.
+
+A chunk the disk refuses (full, or a share that went away) is held in memory and written again every
+RETRY_S, oldest first, together with every later chunk; `held()` says so for the actor's status line.
+Only when the oldest has waited `hold_s` does add() raise, and close() makes one last try and names
+the steps it could not write.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import pathlib
@@ -27,6 +33,7 @@ from dreamer_live.replay.chunk import (ALLOWED_KINDS, WRITER_ID_RE, ChunkName, t
 
 log = logging.getLogger("dreamer_live.replay")
 STALE_TEMP_S = 3600.0  # temporary chunk files older than this are leftovers of a killed writer
+RETRY_S = 1.0  # chunks held after a failed write are tried again this often
 _STOP = object()
 
 
@@ -34,7 +41,7 @@ class Writer:
     """Append steps to an on-disk replay folder in chunk files; add() never waits on disk."""
 
     def __init__(self, directory: str | os.PathLike, writer_id: int | str = 0,
-                 chunk_steps: int = 1024, chunk_seconds: float = 10.0):
+                 chunk_steps: int = 1024, chunk_seconds: float = 10.0, hold_s: float = 120.0):
         if not WRITER_ID_RE.match(str(writer_id)):
             raise UserError(f"replay writer id {writer_id!r} must be 1-32 letters, digits or _")
         if chunk_steps < 1 or chunk_seconds <= 0:
@@ -46,7 +53,13 @@ class Writer:
         self.stream = f"{writer_id}_{secrets.token_hex(3)}"
         self.chunk_steps = chunk_steps
         self.chunk_seconds = chunk_seconds
+        self.hold_s = hold_s
         self.chunks_written = 0
+        self._held: collections.deque = collections.deque()  # (name, arrays) the disk refused
+        self._held_steps = 0
+        self._held_since: float | None = None  # monotonic time of the oldest held chunk's failure
+        self._problem = ""  # why the disk refuses them
+        self._gave_up = False  # held longer than hold_s
         self._spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
         self._buffer: dict[str, np.ndarray] | None = None
         self._count = 0
@@ -66,7 +79,7 @@ class Writer:
     def from_config(cls, config, directory: str | os.PathLike, writer_id: int | str | None = None):
         """A writer with the replay section's chunking; the id defaults to actor.id."""
         return cls(directory, config.actor.id if writer_id is None else writer_id,
-                   config.replay.chunk_steps, config.replay.chunk_seconds)
+                   config.replay.chunk_steps, config.replay.chunk_seconds, config.replay.hold_s)
 
     def add(self, step: dict[str, np.ndarray]) -> None:
         """Copy one step (same keys and shapes every time) into the current chunk; never blocks on disk."""
@@ -101,8 +114,18 @@ class Writer:
                     or time.monotonic() >= self._deadline):
                 self._hand_over()
 
+    def held(self) -> str:
+        """'' while every chunk reaches the disk; else how many steps wait in memory, for how long
+        and why (one line for a status line)."""
+        since, steps = self._held_since, self._held_steps
+        if since is None or not steps:
+            return ""
+        return (f"replay: {steps} steps held in memory for {time.monotonic() - since:.0f} s, cannot "
+                f"write them ({self._problem}); retrying, stopping after {self.hold_s:.0f} s")
+
     def flush(self, wait: bool = False) -> None:
-        """Hand the partial chunk to the background thread; with wait, return once all is on disk."""
+        """Hand the partial chunk to the background thread; with wait, return once all is on disk
+        (or held in memory: see held())."""
         self._check()
         with self._lock:
             self._hand_over()
@@ -140,12 +163,16 @@ class Writer:
     def _check(self) -> None:
         if self._error is not None:
             raise UserError(f"replay writer cannot write to {self.directory}: {self._error}")
+        if self._gave_up:
+            lost = f"; {self._held_steps} steps held in memory are lost" if self._closed else ""
+            raise UserError(f"replay: could not write to {self.directory} for {self.hold_s:.0f} s "
+                            f"(replay.hold_s): {self._problem}{lost}")
 
     def _run(self) -> None:
         while True:
             # wake by the current chunk's deadline; a chunk started meanwhile is seen within
             # min(chunk_seconds, 1 s), so a stalled actor's steps reach disk within 2 x chunk_seconds
-            timeout = min(self._deadline - time.monotonic(), self.chunk_seconds, 1.0)
+            timeout = min(self._deadline - time.monotonic(), self.chunk_seconds, 1.0, RETRY_S)
             try:
                 item = self._queue.get(timeout=max(0.0, timeout))
             except queue.Empty:
@@ -153,19 +180,42 @@ class Writer:
                     with self._lock:
                         if time.monotonic() >= self._deadline:
                             self._hand_over()
+                self._write_held(last=False)
                 continue
             try:
                 if item is _STOP:
+                    self._write_held(last=True)
                     return
-                name, arrays = item
-                if self._error is None:
-                    write_chunk(self.directory / name, arrays)
-                    self.chunks_written += 1
-            except Exception as e:  # disk full, permissions: reported on the next add/flush/close
-                log.error("replay writer failed to write %s: %s", item[0], e)
-                self._error = e
+                self._held.append(item)
+                self._held_steps += len(next(iter(item[1].values())))
+                self._write_held(last=False)
             finally:
                 self._queue.task_done()
+
+    def _write_held(self, last: bool) -> None:
+        """Write the held chunks oldest first; keep them on an OSError until hold_s has passed (or,
+        with `last`, give up at once)."""
+        while self._held and self._error is None:
+            name, arrays = self._held[0]
+            try:
+                write_chunk(self.directory / name, arrays)
+            except OSError as e:  # disk full, share gone, permissions: hold and retry
+                now = time.monotonic()
+                if self._held_since is None:
+                    self._held_since = now
+                self._problem = f"{type(e).__name__}: {e.strerror or e}"
+                if last or now - self._held_since >= self.hold_s:
+                    self._gave_up = True
+                return
+            except Exception as e:  # not the disk: reported on the next add/flush/close
+                log.error("replay writer failed to write %s: %s", name, e)
+                self._error = e
+                return
+            self._held.popleft()
+            self._held_steps -= len(next(iter(arrays.values())))
+            self.chunks_written += 1
+        if not self._held:
+            self._held_since, self._problem, self._gave_up = None, "", False
 
 
 def _remove_stale_temporaries(directory: pathlib.Path) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 
+from dreamer_live.config import CONFIG_DIR
 from dreamer_live.envs.live.memory import find_pids
 from dreamer_live.envs.live.profile import TYPES, Profile, ValueSpec
 from dreamer_live.envs.live.window import Window
@@ -33,11 +35,35 @@ def describe(profile: Profile) -> str:
     return "window with " + " and ".join(parts)
 
 
+def command_line(command: list[str]) -> str:
+    """The command as one line, quoted the way this platform's shell reads it."""
+    return subprocess.list2cmdline(command) if sys.platform == "win32" else shlex.join(command)
+
+
+def may_launch(profile: Profile, launch: str) -> bool:
+    """Whether env.live.launch (auto, true, false) lets the env run the profile's launch.command.
+
+    A profile is code: its command runs as the person running the actor. `auto` runs it only for the
+    project's own profiles (configs/games/); a profile from anywhere else needs `true` given
+    explicitly, and with `auto` is a UserError that shows the command."""
+    if launch == "false" or not profile.launch:
+        return False
+    if launch == "true":
+        return True
+    bundled = (CONFIG_DIR / "games").resolve()
+    if bundled in profile.path.resolve().parents:
+        return True
+    command = command_line([profile.expand(a) for a in profile.launch])
+    raise UserError(f"{profile.path} is not one of the project's profiles (configs/games/) and its "
+                    f"launch.command would run as you: {command}; give --env.live.launch true to "
+                    "run it (a profile is code), or false to start the game yourself")
+
+
 class GameLauncher:
     """Starts the profile's launch command when the game is not running; stops what it started."""
 
-    def __init__(self, profile: Profile, enabled: bool, display: str = ""):
-        self.profile, self.enabled, self.display = profile, enabled and bool(profile.launch), display
+    def __init__(self, profile: Profile, launch: str, display: str = ""):
+        self.profile, self.enabled, self.display = profile, may_launch(profile, launch), display
         self.process: subprocess.Popen | None = None
 
     def start_if_needed(self) -> bool:
@@ -51,10 +77,12 @@ class GameLauncher:
             del env["SDL_VIDEODRIVER"]
         if self.display:
             env["DISPLAY"] = self.display
-        print(f"live: starting the game: {' '.join(command)}", flush=True)
+        cwd = p.expand(p.launch_cwd) or None
+        print(f"live: starting the game with {p.path}'s launch.command"
+              f"{f' in {cwd}' if cwd else ''}: {command_line(command)}", flush=True)
         try:
             self.process = subprocess.Popen(
-                command, cwd=p.expand(p.launch_cwd) or None, env=env,
+                command, cwd=cwd, env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError as e:
             raise UserError(f"{p.path}: launch.command {command[0]!r} cannot start: {e.strerror}"

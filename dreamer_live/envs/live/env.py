@@ -38,6 +38,7 @@ from dreamer_live.steps import LOG_PREFIX
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
 CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
 FOCUS_POLICIES = ("wait", "refocus", "ignore")
+LAUNCH_CHOICES = ("auto", "true", "false")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +47,7 @@ class LiveOptions:
 
     display: str = ""
     wait_s: float = 300.0
-    launch: bool = True
+    launch: str = "auto"
     on_focus_loss: str = "wait"
     pause_key: str = "f9"
     stop_key: str = "f10"
@@ -60,6 +61,9 @@ class LiveOptions:
         if options.on_focus_loss not in FOCUS_POLICIES:
             raise UserError(f"env.live.on_focus_loss must be one of {', '.join(FOCUS_POLICIES)}, "
                             f"not {options.on_focus_loss!r}")
+        if options.launch not in LAUNCH_CHOICES:
+            raise UserError(f"env.live.launch must be one of {', '.join(LAUNCH_CHOICES)}, not "
+                            f"{options.launch!r}")
         for name in ("pause_key", "stop_key"):
             value = getattr(options, name)
             if value and keyslib.key_name(value) is None:
@@ -99,6 +103,7 @@ class LiveEnv(Env):
             if clash:
                 raise UserError(f"action {name!r} uses the hotkey {sorted(clash)[0]!r}; change "
                                 f"env.live.pause_key / env.live.stop_key")
+        self.launcher = GameLauncher(profile, options.launch, options.display)  # before any X call
         self.windows = open_windows(options.display)
         if sys.platform == "win32":
             backend = keyslib.DirectInputKeys()
@@ -110,7 +115,6 @@ class LiveEnv(Env):
         self._window = None  # Window once connected
         self._reader = None
         self._specs: dict[str, ValueSpec] = {}
-        self.launcher = GameLauncher(profile, options.launch, options.display)
         self._prev: dict[str, float] = {}
         self._last: dict[str, np.ndarray] | None = None
         self._over = True  # no episode running (before reset, after an end)
