@@ -9,6 +9,7 @@ the logger's thread. The actor never waits for the learner.
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
 import time
 
@@ -53,9 +54,10 @@ class CompileWatch:
         self._hit = False
 
 
-def run_actor(config, logdir: pathlib.Path) -> int:
-    """Play until actor.steps / actor.duration / a stop signal; always release keys and flush replay."""
-    stop = StopFlag("actor").install()
+def run_actor(config, logdir: pathlib.Path, stop: StopFlag | None = None) -> int:
+    """Play until actor.steps / actor.duration / a stop signal (or `stop`, set by whoever started this
+    loop on a thread of its own); always release keys and flush replay."""
+    stop = stop if stop is not None else StopFlag("actor").install()
     cli.setup_jax(config)
     import jax
 
@@ -65,7 +67,8 @@ def run_actor(config, logdir: pathlib.Path) -> int:
 
     cfg = config.actor
     watch = CompileWatch()
-    logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet)
+    logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet,
+                    fields={"actor/id": cfg.id, "actor/pid": os.getpid()})
     summary = ""
     opened = []  # closed in this order on any exit: the env first (keys released), then the rest
     try:
