@@ -81,6 +81,7 @@ class RayRun:
     def __init__(self, config, logdir: pathlib.Path):
         self.config, self.logdir = config, logdir.resolve()
         self.signals = 0
+        self.signal_name = ""
         self.stopping = False
         self.workers: dict = {}
 
@@ -114,6 +115,7 @@ class RayRun:
 
     def _on_signal(self, signum, frame) -> None:
         self.signals += 1  # the watch loop forwards it (no Ray calls inside a signal handler)
+        self.signal_name = signal.Signals(signum).name
 
     def watch(self) -> int:
         """Wait for the loops; on a signal or one's end stop the others; return the exit status."""
@@ -129,7 +131,7 @@ class RayRun:
             done, _ = ray.wait(list(runs), num_returns=1, timeout=0.2)
             if self.signals > forwarded:
                 forwarded = self.signals
-                self._stop_all("interrupted" if forwarded == 1 else "interrupted twice")
+                self._stop_all(self.signal_name)
                 deadline = min(deadline, time.monotonic() + (STOP_GRACE_S if forwarded == 1 else 5))
             status.update(tail.read())
             if not self.config.run.quiet and time.monotonic() - last_draw >= (1.0 if tty else 30.0):
@@ -173,9 +175,8 @@ class RayRun:
 
     def shutdown(self) -> None:
         """Tear the private cluster down (every process of it)."""
-        import ray
-
-        if ray.is_initialized():
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
             ray.shutdown()
 
 
