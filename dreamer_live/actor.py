@@ -247,6 +247,7 @@ class TickLoop:
             "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
+        metrics.update(self.sink.metrics())
         self.logger.write(steps, metrics)
         quiet = silence is not None and silence > SILENT_AFTER_S
         self.logger.status(

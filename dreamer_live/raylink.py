@@ -4,8 +4,8 @@ store, for the processes the Ray launcher starts (dreamer_live/rayrun.py; transp
 Actor side. The replay sink is the ordinary Writer, writing into an outbox folder on the actor's own
 disk; a shipper thread sends each finished chunk file's bytes to the Hub, at most ray.inflight at a
 time, and deletes the file once the Hub has persisted it. The tick never waits on Ray: while the
-learner side is unreachable the chunks wait in the outbox, and a restarted actor (same id, same outbox)
-ships what the killed one left. The variable source is sync.Client reading the Hub's pointer and the
+learner side is unreachable the chunks wait in the outbox (a Hub started anew under the same name is
+found again), and a restarted actor (same id, same outbox) ships what the killed one left. The variable source is sync.Client reading the Hub's pointer and the
 version's bytes from the object store instead of a folder (the same checks and on_update hook).
 
 Learner side. The Hub, a small Ray actor on the logdir's machine, writes each chunk into DIR/replay under
@@ -70,13 +70,31 @@ class Hub:
         return self.pointer, self.beat
 
 
+class HubRef:
+    """The Hub's handle, looked up by name, and again after a failure (a Hub started anew)."""
+
+    def __init__(self, name: str = HUB_NAME):
+        self.name = name
+        self._handle = None
+
+    def get(self):
+        """The handle; ValueError while no Hub of that name exists."""
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name)
+        return self._handle
+
+    def lost(self) -> None:
+        """Forget the handle: the next get() looks the Hub up again."""
+        self._handle = None
+
+
 class Outbox:
     """Actor side of replay over Ray: a Writer into a local folder, and a thread shipping its chunks."""
 
-    def __init__(self, config, directory: pathlib.Path, writer_id: int | str, hub):
+    def __init__(self, config, directory: pathlib.Path, writer_id: int | str, hub: HubRef):
         self.directory, self.hub, self.inflight = pathlib.Path(directory), hub, config.ray.inflight
         self.writer = Writer.from_config(config, self.directory, writer_id)
-        self.shipped, self.shipped_steps = 0, 0
+        self.shipped, self.shipped_steps, self.waiting = 0, 0, 0
         self.last_error = ""
         self._deadline = float("inf")
         self._stop = threading.Event()
@@ -86,6 +104,11 @@ class Outbox:
     def add(self, step: dict) -> None:
         """Queue one step with the Writer (never waits on disk or on Ray)."""
         self.writer.add(step)
+
+    def metrics(self) -> dict:
+        """The Writer's counts, and chunks and steps shipped, chunks waiting in the outbox."""
+        return {**self.writer.metrics(), "ray/chunks_shipped": self.shipped,
+                "ray/steps_shipped": self.shipped_steps, "ray/chunks_waiting": self.waiting}
 
     def close(self) -> None:
         """Write the partial chunk, ship what the learner side takes within SHIP_GRACE_S, stop."""
@@ -103,13 +126,22 @@ class Outbox:
             stopping = self._stop.is_set()
             waiting = sorted(list_chunks(self.directory, set(pending.values())).items(),
                              key=lambda item: item[1])
-            for name, _ in waiting[:max(0, self.inflight - len(pending))]:
+            self.waiting = len(waiting) + len(pending)
+            try:
+                hub = self.hub.get() if waiting and len(pending) < self.inflight else None
+            except ValueError:
+                hub = None
+                failures += 1
+                self._error(f"no Hub named {self.hub.name}; {len(waiting)} chunks wait in "
+                            f"{self.directory}")
+                self._stop.wait(min(RETRY_MAX_S, SHIP_POLL_S * 2 ** failures))
+            for name, _ in waiting[:max(0, self.inflight - len(pending))] if hub else ():
                 try:
                     data = read_regular(self.directory / name)
                 except (OSError, ChunkError):
                     continue  # gone meanwhile, or not a file: nothing to ship
-                pending[self.hub.put_chunk.remote(name, data)] = name
-            if not pending:
+                pending[hub.put_chunk.remote(name, data)] = name
+            if not pending or (stopping and failures):  # stopping, learner side away: keep them
                 if stopping:
                     break
                 self._stop.wait(SHIP_POLL_S)
@@ -121,9 +153,10 @@ class Outbox:
                     ray.get(ref)
                 except ray.exceptions.RayError as e:
                     failures += 1
+                    self.hub.lost()
                     self._error(f"learner side unreachable, {name} stays in {self.directory}: "
                                 f"{type(e).__name__}")
-                    time.sleep(min(RETRY_MAX_S, SHIP_POLL_S * 2 ** failures))
+                    self._stop.wait(min(RETRY_MAX_S, SHIP_POLL_S * 2 ** failures))
                     continue
                 failures = 0
                 (self.directory / name).unlink(missing_ok=True)
@@ -139,7 +172,7 @@ class Outbox:
 class Client(sync.Client):
     """Actor side of parameters over Ray: the Hub's pointer, the version's bytes from the object store."""
 
-    def __init__(self, hub, template: Any, model_hash: str, interval: float,
+    def __init__(self, hub: HubRef, template: Any, model_hash: str, interval: float,
                  on_update: Callable[[Any], None] | None = None):
         super().__init__(pathlib.Path("<ray object store>"), template, model_hash, interval=interval,
                          on_update=on_update)
@@ -148,8 +181,9 @@ class Client(sync.Client):
     def fetch_pointer(self) -> tuple[dict | None, dict | None]:
         """The Hub's newest pointer and heartbeat; (None, None) while it cannot be reached."""
         try:
-            return ray.get(self.hub.latest.remote(), timeout=FETCH_TIMEOUT_S)
-        except ray.exceptions.RayError as e:
+            return ray.get(self.hub.get().latest.remote(), timeout=FETCH_TIMEOUT_S)
+        except (ray.exceptions.RayError, ValueError) as e:
+            self.hub.lost()
             self._report("hub", f"unreachable ({type(e).__name__})")
             return None, None
 
@@ -166,18 +200,33 @@ class Publisher(sync.Publisher):
     """Learner side of parameters over Ray: DIR/params as with files, and each version put in the
     object store once, its pointer (and every heartbeat) told to the Hub."""
 
-    def __init__(self, directory: pathlib.Path, model_hash: str, hub):
+    def __init__(self, directory: pathlib.Path, model_hash: str, hub: HubRef):
         super().__init__(directory, model_hash)
         self.hub = hub
         self._newest = None  # the newest version's object: owned by this process, kept alive here
+        self._pointer: tuple[dict, list] | None = None
+        self._told = None  # the Hub's answer to the last announcement
 
     def announce(self, record: dict, blob: bytes | None = None) -> None:
-        """Tell the Hub (never waiting for it): a heartbeat, or a new version put in the store."""
-        if blob is None:
-            self.hub.announce.remote(record)
-        else:
+        """Tell the Hub (never waiting for it): a heartbeat, or a new version put in the store. A Hub
+        that failed the last announcement is looked up again and told the newest version."""
+        if blob is not None:
             self._newest = ray.put(blob)
-            self.hub.announce.remote(record, [self._newest])
+            self._pointer = (record, [self._newest])
+        if self._told is not None and ray.wait([self._told], timeout=0)[0]:
+            try:
+                ray.get(self._told)
+            except ray.exceptions.RayError:
+                self.hub.lost()
+                if blob is None and self._pointer is not None:
+                    self._tell(*self._pointer)
+        self._tell(record, None if blob is None else [self._newest])
+
+    def _tell(self, record: dict, refs: list | None) -> None:
+        try:
+            self._told = self.hub.get().announce.remote(record, refs)
+        except ValueError:  # no Hub now: the next announcement tries again
+            self._told = None
 
 
 def outbox_dir(config, logdir: pathlib.Path, writer_id: int | str) -> pathlib.Path:
@@ -192,21 +241,23 @@ def outbox_dir(config, logdir: pathlib.Path, writer_id: int | str) -> pathlib.Pa
 
 
 class Link:
-    """The Ray ends of one process (transport.use_ray): built on the Hub's handle."""
+    """The Ray ends of one process (transport.use_ray), all reaching the Hub by its name."""
 
-    def __init__(self, hub, logdir: pathlib.Path):
-        self.hub, self.logdir = hub, pathlib.Path(logdir)
+    def __init__(self, logdir: pathlib.Path, hub_name: str = HUB_NAME):
+        self.hub_name, self.logdir = hub_name, pathlib.Path(logdir)
 
     def replay_sink(self, config, writer_id: int | str) -> Outbox:
         """The actor's replay sink: an outbox shipped to the Hub."""
-        return Outbox(config, outbox_dir(config, self.logdir, writer_id), writer_id, self.hub)
+        return Outbox(config, outbox_dir(config, self.logdir, writer_id), writer_id,
+                      HubRef(self.hub_name))
 
     def variable_source(self, config, template: Any,
                         on_update: Callable[[Any], None] | None = None) -> Client:
         """The actor's parameter source, started: the Hub polled every actor.param_interval s."""
-        return Client(self.hub, template, sync.model_hash(config), config.actor.param_interval,
-                      on_update).start()
+        return Client(HubRef(self.hub_name), template, sync.model_hash(config),
+                      config.actor.param_interval, on_update).start()
 
     def variable_publisher(self, config, logdir: pathlib.Path) -> Publisher:
         """The learner's parameter publisher: DIR/params and the object store."""
-        return Publisher(pathlib.Path(logdir) / "params", sync.model_hash(config), self.hub)
+        return Publisher(pathlib.Path(logdir) / "params", sync.model_hash(config),
+                         HubRef(self.hub_name))

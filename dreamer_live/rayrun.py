@@ -43,6 +43,15 @@ def require_ray():
     return ray
 
 
+def local_cluster(num_cpus: int):
+    """Start a private Ray cluster on this machine, on the loopback address only; return ray."""
+    os.environ.update(LOCAL_ENV)
+    ray = require_ray()
+    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace="dreamer_live",
+             log_to_driver=True)
+    return ray
+
+
 class Worker:
     """A Ray actor running the learner's or an actor's ordinary loop; stop() sets its stop flag."""
 
@@ -56,11 +65,9 @@ class Worker:
 
     def run(self) -> int:
         """Run the loop until it ends or stop() is called; return its exit status."""
-        import ray
-
         from dreamer_live import raylink, transport
 
-        transport.use_ray(raylink.Link(ray.get_actor(raylink.HUB_NAME), self.logdir))
+        transport.use_ray(raylink.Link(self.logdir))
         if self.role == "learner":
             from dreamer_live.learner import Learner
 
@@ -87,15 +94,12 @@ class RayRun:
 
     def start(self) -> None:
         """A private local cluster with the Hub, the learner and ray.actors actors in it."""
-        os.environ.update(LOCAL_ENV)
         os.environ[NO_STATUS_ENV] = "1"  # the launcher draws the one status line
-        ray = require_ray()
+        cfg = self.config.ray
+        ray = local_cluster(max(os.cpu_count() or 1,
+                                math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
         from dreamer_live import raylink
 
-        cfg = self.config.ray
-        cpus = max(os.cpu_count() or 1, math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus))
-        ray.init(num_cpus=cpus, include_dashboard=False, namespace="dreamer_live",
-                 log_to_driver=True)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
         self.hub = ray.remote(raylink.Hub).options(name=raylink.HUB_NAME, num_cpus=0, max_restarts=-1,

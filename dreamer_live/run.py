@@ -59,9 +59,10 @@ class Status:
         for key, a in sorted(self.actors.items()):
             name = "actor" if len(self.actors) == 1 else f"actor {key}:"
             lag = f" lag {a['actor/policy_lag_steps']:.0f}" if a.get("actor/policy_lag_steps") else ""
+            shipped = f" shipped {a['ray/steps_shipped']}" if "ray/steps_shipped" in a else ""
             parts.append(f"{name} {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
                          f"late {a.get('actor/late_ticks', 0)} policy v{a.get('actor/policy_version', 0)}"
-                         + lag)
+                         + lag + shipped)
         if self.returns:
             mean = sum(self.returns) / len(self.returns)
             first = sum(self.first_returns) / len(self.first_returns)

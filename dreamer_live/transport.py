@@ -22,6 +22,9 @@ class ReplaySink(Protocol):
     def add(self, step: dict) -> None:
         """Queue one step (steps.replay_keys, action and tick keys)."""
 
+    def metrics(self) -> dict:
+        """Counts for the actor's metric lines (chunks written, steps shipped), read on the tick."""
+
     def close(self) -> None:
         """Hand over the partial chunk and stop."""
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from conftest import poll
 
@@ -131,3 +132,79 @@ def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
     assert set(found) == {"0", "1", "2"} and len(found["1"]) == 2, found
     assert not list(outbox.rglob("*.npz")), "chunks left unshipped in the outboxes"
     poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A private local cluster in this process, as the launcher starts it."""
+    from dreamer_live import rayrun
+
+    ray = rayrun.local_cluster(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(cluster, tmp_path):
+    """The Ray ends have every member of their interfaces; a version reaches the actor's source; chunks
+    reach DIR/replay; while no Hub answers, add() goes on at once and chunks wait in the outbox on local
+    disk, then a Hub started anew under the same name gets them and the next version."""
+    from test_transport import members
+
+    from dreamer_live import config, raylink, transport
+
+    cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
+                                     "ray.outbox": str(tmp_path / "outbox")})
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox" / "actor5"
+
+    def hub():
+        return cluster.remote(raylink.Hub).options(name="test_hub").remote(str(logdir))
+
+    def chunks(folder):
+        return len(list_chunks(folder))
+
+    def add(count):  # the longest add() in seconds
+        longest = 0.0
+        for i in range(count):
+            began = time.perf_counter()
+            sink.add({"x": np.full(2, i, np.float32), "is_last": np.bool_(False)})
+            longest = max(longest, time.perf_counter() - began)
+        return longest
+
+    first = hub()
+    transport.use_ray(raylink.Link(logdir, hub_name="test_hub"))
+    sink = transport.replay_sink(cfg, logdir, 5)
+    publisher = transport.variable_publisher(cfg, logdir)
+    source = transport.variable_source(cfg, logdir, {"w": np.zeros(3, np.float32)})
+    try:
+        for end, protocol in ((sink, transport.ReplaySink), (source, transport.VariableSource),
+                              (publisher, transport.VariablePublisher)):
+            missing = {name for name in members(protocol) if not hasattr(end, name)}
+            assert not missing, f"{type(end).__name__} lacks {sorted(missing)} of {protocol.__name__}"
+        publisher.publish({"w": np.full(3, 2.0, np.float32)}, step=7)
+        loaded = poll("version 1 at the actor", lambda: source.current.version == 1 and source.current,
+                      30)
+        assert loaded.step == 7 and np.all(np.asarray(loaded.params["w"]) == 2.0)
+        assert (logdir / "params" / "params-000001.msgpack").exists()  # eval reads DIR/params
+        add(8)
+        poll("two chunks in DIR/replay", lambda: chunks(logdir / "replay") == 2, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+
+        cluster.kill(first)
+        assert add(8) < 0.05
+        poll("two chunks waiting in the outbox", lambda: chunks(outbox) == 2, 30)
+        assert chunks(logdir / "replay") == 2
+        assert sink.metrics()["ray/chunks_shipped"] == 2
+
+        second = hub()
+        poll("the waiting chunks in DIR/replay", lambda: chunks(logdir / "replay") == 4, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+        publisher.publish({"w": np.full(3, 3.0, np.float32)}, step=9)
+        poll("version 2 at the actor, through the new Hub",
+             lambda: publisher.heartbeat(9) or source.current.version == 2, 30, interval=0.5)
+        assert sink.metrics()["ray/steps_shipped"] == 16
+        cluster.kill(second)
+    finally:
+        transport.use_ray(None)
+        sink.close()
+        source.close()

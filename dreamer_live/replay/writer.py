@@ -101,6 +101,10 @@ class Writer:
                     or time.monotonic() >= self._deadline):
                 self._hand_over()
 
+    def metrics(self) -> dict:
+        """Counts for the actor's metric lines: chunks written so far."""
+        return {"replay/chunks_written": self.chunks_written}
+
     def flush(self, wait: bool = False) -> None:
         """Hand the partial chunk to the background thread; with wait, return once all is on disk."""
         self._check()
