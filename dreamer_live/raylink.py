@@ -5,14 +5,15 @@ Actor side. The replay sink is the ordinary Writer, writing into an outbox folde
 disk; a shipper thread sends each finished chunk file's bytes to the Hub, at most ray.inflight at a
 time, and deletes the file once the Hub has persisted it. The tick never waits on Ray: while the
 learner side is unreachable the chunks wait in the outbox (a Hub started anew under the same name is
-found again), and a restarted actor (same id, same outbox) ships what the killed one left. The variable source is sync.Client reading the Hub's pointer and the
-version's bytes from the object store instead of a folder (the same checks and on_update hook).
+found again), and a restarted actor (same id, same outbox) ships what the killed one left. The
+variable source is sync.Client reading the Hub's pointer and the version's bytes from the object store
+instead of a folder (the same checks and on_update hook).
 
-Learner side. The Hub, a small Ray actor on the logdir's machine, writes each chunk into DIR/replay under
-its own name, so the learner's replay source is the file one and offline training, viz, eval and resume
-see an ordinary replay folder; it also holds the newest parameter pointer and heartbeat. The publisher
-writes DIR/params as the file transport does (eval reads it) and puts each version in the object store
-once.
+Learner side. The Hub, a small Ray actor on the logdir's machine, writes each chunk into DIR/replay
+under its own name, so the learner's replay source is the file one and offline training, viz, eval and
+resume see an ordinary replay folder; it also holds the newest parameter pointer and heartbeat. The
+publisher writes DIR/params as the file transport does (eval reads it) and puts each version in the
+object store once.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_r
 
 log = logging.getLogger("dreamer_live.ray")
 HUB_NAME = "dreamer_live_hub"
-FETCH_TIMEOUT_S = 10.0  # one call to the Hub or one object fetch; past it the learner side counts as away
+FETCH_TIMEOUT_S = 10.0  # one call to the Hub or one object fetch; past it the learner side is away
 SHIP_POLL_S = 0.2  # the shipper looks for new chunk files and acknowledgements this often
 SHIP_GRACE_S = 30.0  # on close, how long the shipper goes on shipping; the rest waits in the outbox
 RETRY_MAX_S = 5.0  # longest pause between shipping attempts while the learner side is away
@@ -95,7 +96,7 @@ class Outbox:
         self.directory, self.hub, self.inflight = pathlib.Path(directory), hub, config.ray.inflight
         self.writer = Writer.from_config(config, self.directory, writer_id)
         self.shipped, self.shipped_steps, self.waiting = 0, 0, 0
-        self.last_error = ""
+        self.last_error, self._last_kind = "", ""
         self._deadline = float("inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="replay-shipper", daemon=True)
@@ -132,8 +133,8 @@ class Outbox:
             except ValueError:
                 hub = None
                 failures += 1
-                self._error(f"no Hub named {self.hub.name}; {len(waiting)} chunks wait in "
-                            f"{self.directory}")
+                self._error("no hub", f"no Hub named {self.hub.name}; {len(waiting)} chunks wait "
+                            f"in {self.directory}")
                 self._stop.wait(min(RETRY_MAX_S, SHIP_POLL_S * 2 ** failures))
             for name, _ in waiting[:max(0, self.inflight - len(pending))] if hub else ():
                 try:
@@ -154,23 +155,23 @@ class Outbox:
                 except ray.exceptions.RayError as e:
                     failures += 1
                     self.hub.lost()
-                    self._error(f"learner side unreachable, {name} stays in {self.directory}: "
-                                f"{type(e).__name__}")
+                    self._error(type(e).__name__, f"learner side unreachable ({type(e).__name__}), "
+                                f"{name} stays in {self.directory}")
                     self._stop.wait(min(RETRY_MAX_S, SHIP_POLL_S * 2 ** failures))
                     continue
-                failures = 0
+                failures, self._last_kind = 0, ""
                 (self.directory / name).unlink(missing_ok=True)
                 self.shipped += 1
                 self.shipped_steps += ChunkName.parse(name).length
 
-    def _error(self, text: str) -> None:
-        if text.split(":")[0] != self.last_error.split(":")[0]:
+    def _error(self, kind: str, text: str) -> None:
+        if kind != self._last_kind:  # once per kind of trouble, not once per chunk
             log.warning("replay shipper: %s", text)
-        self.last_error = text
+        self._last_kind, self.last_error = kind, text
 
 
 class Client(sync.Client):
-    """Actor side of parameters over Ray: the Hub's pointer, the version's bytes from the object store."""
+    """Actor side of parameters over Ray: the Hub's pointer, the version's bytes from the store."""
 
     def __init__(self, hub: HubRef, template: Any, model_hash: str, interval: float,
                  on_update: Callable[[Any], None] | None = None):

@@ -58,10 +58,6 @@ class Worker:
     def __init__(self, role: str, config: dict, logdir: str):
         self.role, self.config, self.logdir = role, Config(config), pathlib.Path(logdir)
         self.flag = StopFlag(role)  # not installed: Ray's worker owns the signals
-        if role == "learner":
-            from dreamer_live.learner import yield_cpu
-
-            yield_cpu(self.config)
 
     def run(self) -> int:
         """Run the loop until it ends or stop() is called; return its exit status."""
@@ -69,7 +65,11 @@ class Worker:
 
         transport.use_ray(raylink.Link(self.logdir))
         if self.role == "learner":
-            from dreamer_live.learner import Learner
+            from dreamer_live.learner import Learner, yield_cpu
+
+            # Here, not in __init__: priority and cores are per thread on Linux, and XLA's threads,
+            # started by the loop below, inherit them from this one.
+            print(f"learner: sharing the CPU with the actors: {yield_cpu(self.config)}", flush=True)
 
             return Learner(self.config, self.logdir, self.logdir / "replay", False,
                            stop=self.flag).run()

@@ -61,8 +61,8 @@ class Status:
             lag = f" lag {a['actor/policy_lag_steps']:.0f}" if a.get("actor/policy_lag_steps") else ""
             shipped = f" shipped {a['ray/steps_shipped']}" if "ray/steps_shipped" in a else ""
             parts.append(f"{name} {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
-                         f"late {a.get('actor/late_ticks', 0)} policy v{a.get('actor/policy_version', 0)}"
-                         + lag + shipped)
+                         f"late {a.get('actor/late_ticks', 0)} "
+                         f"policy v{a.get('actor/policy_version', 0)}{lag}{shipped}")
         if self.returns:
             mean = sum(self.returns) / len(self.returns)
             first = sum(self.first_returns) / len(self.first_returns)
