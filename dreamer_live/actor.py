@@ -9,6 +9,7 @@ the logger's thread. The actor never waits for the learner.
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
 import time
 
@@ -53,18 +54,19 @@ class CompileWatch:
         self._hit = False
 
 
-def run_actor(config, logdir: pathlib.Path) -> int:
-    """Play until actor.steps / actor.duration / a stop signal; always release keys and flush replay."""
+def run_actor(config, logdir: pathlib.Path, stop: StopFlag | None = None) -> int:
+    """Play until actor.steps / actor.duration / a stop signal (or `stop`, set by whoever started this
+    loop on a thread of its own); always release keys and flush replay."""
     # One actor per id on a logdir: two would write streams that metrics and TensorBoard mix up.
     lock = RoleLock(logdir / f"actor-{config.actor.id}.lock", f"actor {config.actor.id}").acquire()
     try:
-        return _run_actor(config, logdir, lock)
+        return _run_actor(config, logdir, lock, stop)
     finally:
         lock.release()
 
 
-def _run_actor(config, logdir: pathlib.Path, lock: RoleLock) -> int:
-    stop = StopFlag("actor").install()
+def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | None) -> int:
+    stop = stop if stop is not None else StopFlag("actor").install()
     cli.setup_jax(config)
     import jax
 
@@ -74,7 +76,8 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock) -> int:
 
     cfg = config.actor
     watch = CompileWatch()
-    logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet)
+    logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet,
+                    fields={"actor/id": cfg.id, "actor/pid": os.getpid()})
     summary = ""
     if lock.took_over:
         logger.message(f"actor {cfg.id}: took over {lock.path.name} from {lock.took_over}, which "
@@ -259,6 +262,7 @@ class TickLoop:
             "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
+        metrics.update(self.sink.metrics())
         self.logger.write(steps, metrics)
         held = self.sink.held()
         if bool(held) != bool(self.held):  # the status line goes by; these two lines stay

@@ -25,9 +25,11 @@ from dreamer_live.process import StopFlag, learner_threads, share_cpu
 class Learner:
     """Owns the agent state, the replay reader, the publisher, checkpoints and metrics."""
 
-    def __init__(self, config, logdir: pathlib.Path, replay_dir: pathlib.Path, offline: bool):
+    def __init__(self, config, logdir: pathlib.Path, replay_dir: pathlib.Path, offline: bool,
+                 stop: StopFlag | None = None):
         self.config, self.logdir, self.replay_dir, self.offline = config, logdir, replay_dir, offline
-        self.stop = StopFlag("learner").install()
+        # given: set by whoever runs this loop on a thread of its own
+        self.stop = stop if stop is not None else StopFlag("learner").install()
         self.logger = Logger(logdir, "learner", quiet=config.run.quiet)
         self.updates = 0
         self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
@@ -290,6 +292,14 @@ class Learner:
         window.update(updates=0, start=now, metrics=[], waited=0.0, skipped=0)
 
 
+def yield_cpu(config) -> str:
+    """Lower this process below the actor (learner.threads, nice, idle), before JAX is imported."""
+    from dreamer_live.envs import tick_hz
+
+    threads = learner_threads(config.learner.threads, tick_hz(config))
+    return share_cpu(threads, config.learner.nice, config.learner.idle)
+
+
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.learner --logdir DIR [--replay OTHER/replay --offline]."""
@@ -305,11 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline and not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
     if not args.offline:
-        from dreamer_live.envs import tick_hz
-
-        threads = learner_threads(config.learner.threads, tick_hz(config))
-        manners = share_cpu(threads, config.learner.nice, config.learner.idle)
-        print(f"learner: sharing the CPU with the actor: {manners}", flush=True)
+        print(f"learner: sharing the CPU with the actor: {yield_cpu(config)}", flush=True)
     return Learner(config, args.logdir, replay_dir, args.offline).run()
 
 

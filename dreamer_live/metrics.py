@@ -84,8 +84,9 @@ class Logger:
     """Writes metric lines and TensorBoard scalars off the caller's thread; draws a status line."""
 
     def __init__(self, logdir: str | os.PathLike, source: str, name: str | None = None,
-                 quiet: bool = False, tensorboard: bool = True):
+                 quiet: bool = False, tensorboard: bool = True, fields: Mapping | None = None):
         self.logdir = pathlib.Path(logdir)
+        self.fields = dict(fields or {})  # carried by every line (which of several actors wrote it)
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.source = source
         self.name = name or source
@@ -105,7 +106,7 @@ class Logger:
 
     def write(self, step: int, metrics: Mapping) -> None:
         """Queue one line of metrics (values: numbers; they are converted on the writer thread)."""
-        self._queue.put(("line", time.time(), int(step), dict(metrics)))
+        self._queue.put(("line", time.time(), int(step), {**self.fields, **metrics}))
 
     def status(self, text: str) -> None:
         """Show `text` as the live status line (carriage return on a terminal; skipped when quiet)."""

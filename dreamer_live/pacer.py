@@ -7,16 +7,12 @@ coarse sleep, then an optional short spin for sub-millisecond precision) and ret
 begins. A late tick does not shift the schedule to hide it. A loop that fell behind by more than
 `catch_up_s` skips the missed slots (counted in `missed`) and keeps the grid instead of running a burst
 of ticks against a game that did not wait; within `catch_up_s` it runs them back to back (a game's
-<<<<<<< HEAD
 frames catch up with wall time, as a game does after a hiccup). Time that is not play (an episode's
 reset, waiting for the game) is not lateness: `restart()` begins a new grid at the tick starting now.
-=======
-frames catch up with wall time, as a game does after a hiccup).
 
 This module also owns what *late* means, everywhere (the actor's count, the status lines, the cadence
 benchmark): a tick that begins more than LATE_SHARE of its period after its deadline. A stretch of ticks
 of which more than LOADED_SHARE were late says the machine is too loaded to hold the rate.
->>>>>>> issue17
 """
 
 from __future__ import annotations

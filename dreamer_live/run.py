@@ -2,6 +2,8 @@
 
     python -m dreamer_live.run                      # the demo: real-time Catcher from its state vector
     python -m dreamer_live.run --configs debug --logdir /tmp/run
+    python -m dreamer_live.run --configs debug --logdir /tmp/run --ray.address local --ray.actors 3
+                                                    # on Ray instead (dreamer_live/rayrun.py)
 
 Ctrl-C (or SIGTERM) is forwarded to both children, which stop cleanly (checkpoint, flush replay). A child
 that exits on its own is never restarted: the launcher says which one and with what exit status, stops
@@ -29,11 +31,11 @@ STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves 
 
 
 class Status:
-    """The launcher's combined status line, built from both children's metric lines."""
+    """The launcher's combined status line, built from the children's metric lines (per actor)."""
 
     def __init__(self, hz: float):
-        self.hz = hz  # the actor's tick rate
-        self.actor: dict = {}
+        self.hz = hz  # the actors' tick rate
+        self.actors: dict[int, dict] = {}  # actor/id -> its newest ticks line
         self.learner: dict = {}
         self.returns: collections.deque = collections.deque(maxlen=20)
         self.first_returns: list[float] = []
@@ -47,17 +49,22 @@ class Status:
                     if len(self.first_returns) < 20:
                         self.first_returns.append(r["episode/return"])
                 elif "actor/ticks_per_s" in r:
-                    self.actor = r
+                    self.actors[r.get("actor/id", 0)] = r
             elif r.get("source") == "learner" and "learner/updates_per_s" in r:
                 self.learner = r
 
     def line(self) -> str:
-        """One line: actor speed and lateness, policy version, returns, learner progress."""
-        a, lr = self.actor, self.learner
+        """One line: each actor's speed, lateness and policy version (and lag), returns, learner
+        progress."""
+        lr = self.learner
         parts = []
-        if a:
-            parts.append(f"actor {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
-                         f"late {a.get('actor/late_ticks', 0)} policy v{a.get('actor/policy_version', 0)}")
+        for key, a in sorted(self.actors.items()):
+            name = "actor" if len(self.actors) == 1 else f"actor {key}:"
+            lag = f" lag {a['actor/policy_lag_steps']:.0f}" if a.get("actor/policy_lag_steps") else ""
+            shipped = f" shipped {a['ray/steps_shipped']}" if "ray/steps_shipped" in a else ""
+            parts.append(f"{name} {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
+                         f"late {a.get('actor/late_ticks', 0)} "
+                         f"policy v{a.get('actor/policy_version', 0)}{lag}{shipped}")
             loaded = load_note(self.hz, a.get("actor/late_frac") or 0.0)
             if loaded:
                 parts.append(loaded)
@@ -178,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     if not configs and not (logdir / "config.yaml").exists():
         configs = [DEMO_PRESET]
     config = cli.logdir_config(logdir, configs, overrides, args.force)  # checks before any child
+    if config.ray.address:
+        from dreamer_live import rayrun
+
+        return rayrun.launch(config, logdir)
     child_args = ["--logdir", str(logdir), *(["--configs", *configs] if configs else []), *rest]
     print(f"run: {config.env.name} in {logdir} (presets: {' '.join(configs) or 'as configured'}); "
           f"replay, params, checkpoint, metrics.jsonl, videos and tensorboard/ go there. "

@@ -138,19 +138,25 @@ class Publisher:
         meta = {"format": FORMAT, "version": version, "step": int(step), "time": time.time(),
                 "model_hash": self.model_hash, "sha256": hashlib.sha256(payload).hexdigest()}
         name = version_file(version)
-        write_atomic(self.directory / name, serialization.msgpack_serialize(
-            {"meta": meta, "params": payload}))
+        blob = serialization.msgpack_serialize({"meta": meta, "params": payload})
+        write_atomic(self.directory / name, blob)
         pointer = {k: meta[k] for k in ("version", "step", "time", "model_hash")}
         pointer["file"] = name
         _retry(lambda: write_atomic(self.directory / POINTER, json.dumps(pointer).encode()))
         self.version = version
         self._prune()
+        self.announce(pointer, blob)
         return version
 
     def heartbeat(self, step: int) -> None:
         """Record the learner's current step, so that clients can count the updates they lag."""
-        beat = json.dumps({"step": int(step), "time": time.time()}).encode()
-        _retry(lambda: write_atomic(self.directory / HEARTBEAT, beat))
+        beat = {"step": int(step), "time": time.time()}
+        _retry(lambda: write_atomic(self.directory / HEARTBEAT, json.dumps(beat).encode()))
+        self.announce(beat)
+
+    def announce(self, record: dict, blob: bytes | None = None) -> None:
+        """Hand a new pointer and its version file's bytes, or a heartbeat, to another transport
+        besides the folder (none here)."""
 
     def _prune(self) -> None:
         for version, path in _versions_on_disk(self.directory).items():
@@ -226,26 +232,18 @@ class Client:
     def poll(self) -> bool:
         """Check once for a newer version and swap it in if valid; True if the params changed."""
         with self._poll_lock:
-            pointer = _read_pointer(self.directory)
-            if pointer is None:  # missing or damaged pointer: fall back to listing the folder
-                on_disk = _versions_on_disk(self.directory)
-                if not on_disk:
-                    return False
-                newest = max(on_disk)
-                pointer = {"version": newest, "file": on_disk[newest].name}
-            self._see_learner(pointer)
+            pointer, beat = self.fetch_pointer()
+            if pointer is None:
+                return False
+            self._see_learner(pointer, beat or {})
             if pointer["version"] <= max(self._current.version, self._refused):
                 return False
             name = pointer.get("file") or version_file(pointer["version"])
             if not FILE_RE.match(str(name)):
                 self._report(str(name), "pointer names an invalid file")
                 return False
-            try:
-                data = (self.directory / name).read_bytes()
-            except FileNotFoundError:
-                return False  # pruned meanwhile; the pointer will name a newer one next time
-            except OSError as e:
-                self._report(name, f"cannot read: {e}")
+            data = self.fetch_version(pointer, name)
+            if data is None:
                 return False
             try:
                 loaded = self._decode(data, name)
@@ -263,10 +261,31 @@ class Client:
             self.last_error = ""
             return True
 
-    def _see_learner(self, pointer: dict) -> None:
+    def fetch_pointer(self) -> tuple[dict | None, dict | None]:
+        """The newest version's pointer (None: nothing published) and the learner's heartbeat."""
+        pointer = _read_pointer(self.directory)
+        if pointer is None:  # missing or damaged pointer: fall back to listing the folder
+            on_disk = _versions_on_disk(self.directory)
+            if not on_disk:
+                return None, None
+            newest = max(on_disk)
+            pointer = {"version": newest, "file": on_disk[newest].name}
+        return pointer, _read_json(self.directory / HEARTBEAT, "step")
+
+    def fetch_version(self, pointer: dict, name: str) -> bytes | None:
+        """The bytes of the version file `name` that `pointer` names; None if they cannot be had now."""
+        try:
+            return (self.directory / name).read_bytes()
+        except FileNotFoundError:
+            return None  # pruned meanwhile; the pointer will name a newer one next time
+        except OSError as e:
+            self._report(name, f"cannot read: {e}")
+            return None
+
+    def _see_learner(self, pointer: dict, beat: dict) -> None:
         # The newest record wins, not the largest step: a learner restarted from an older checkpoint
         # counts again from there. A missing or damaged heartbeat leaves the last one seen.
-        for record in (pointer, _read_json(self.directory / HEARTBEAT, "step") or {}):
+        for record in (pointer, beat):
             stamp = record.get("time")
             if isinstance(record.get("step"), int) and isinstance(stamp, (int, float)) \
                     and stamp >= self._learner_seen[0]:

@@ -1,10 +1,12 @@
 """Transport seams: where the actor's steps go and its parameters come from, and where the learner's
 come from and go (Acme's Adder and VariableSource, and their learner-side twins).
 
-The file transport over a shared logdir is the one that exists: chunk files in DIR/replay and
-versioned parameter files in DIR/params. The actor and the learner get their ends only from the four
-factories below and use only the methods of the four interfaces, so another transport (Ray) plugs in
-here without touching either loop.
+The file transport over a shared logdir is the default: chunk files in DIR/replay and versioned
+parameter files in DIR/params. The actor and the learner get their ends only from the four factories
+below and use only the methods of the four interfaces. In a process that the Ray launcher started
+(dreamer_live/rayrun.py), `use_ray` routes the actor's ends and the learner's publisher through Ray's
+object store (dreamer_live/raylink.py); the learner side of Ray persists every chunk it receives into
+DIR/replay, so the learner's replay source is the file one either way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ class ReplaySink(Protocol):
 
     def held(self) -> str:
         """'' while steps reach their store; else what waits in memory and why (a status-line note)."""
+
+    def metrics(self) -> dict:
+        """Counts for the actor's metric lines (chunks written, steps shipped), read on the tick."""
 
     def close(self) -> None:
         """Hand over the partial chunk and stop."""
@@ -75,10 +80,21 @@ class VariablePublisher(Protocol):
         """Say that the learner is alive at `step` without a new version."""
 
 
+_ray: Any = None  # raylink.Link in a Ray actor of the launcher's; None: the file transport
+
+
+def use_ray(link: Any) -> None:
+    """Route this process's transport ends through Ray (a raylink.Link); None: back to files."""
+    global _ray
+    _ray = link
+
+
 def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySink:
-    """The actor's replay sink: chunk files in DIR/replay."""
+    """The actor's replay sink: chunk files in DIR/replay, or (Ray) shipped there from an outbox."""
     from dreamer_live.replay import Writer
 
+    if _ray is not None:
+        return _ray.replay_sink(config, writer_id)
     return Writer.from_config(config, logdir / "replay", writer_id=writer_id)
 
 
@@ -91,9 +107,12 @@ def demo_sink(config, logdir: pathlib.Path, writer_id: str) -> ReplaySink:
 
 def variable_source(config, logdir: pathlib.Path, template: Any,
                     on_update: Callable[[Any], None] | None = None) -> VariableSource:
-    """The actor's parameter source, started: DIR/params polled every actor.param_interval s."""
+    """The actor's parameter source, started: DIR/params (or, Ray, the object store) polled every
+    actor.param_interval s."""
     from dreamer_live import sync
 
+    if _ray is not None:
+        return _ray.variable_source(config, template, on_update)
     return sync.Client(logdir / "params", template, sync.model_hash(config),
                        interval=config.actor.param_interval, on_update=on_update).start()
 
@@ -117,7 +136,10 @@ def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> R
 
 
 def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:
-    """The learner's parameter publisher: versioned files in DIR/params."""
+    """The learner's parameter publisher: versioned files in DIR/params (and, Ray, each version put
+    in the object store once)."""
     from dreamer_live import sync
 
+    if _ray is not None:
+        return _ray.variable_publisher(config, logdir)
     return sync.Publisher(logdir / "params", sync.model_hash(config))

@@ -167,3 +167,31 @@ def test_read_only_logdir(read_only_folder, where):
     result = command("dreamer_live.learner", "--logdir", logdir, "--configs", "debug")
     assert_one_line_error(result, r"cannot write to --logdir .*: (Read-only file system|Permission)")
     assert result.returncode == 2
+
+
+def test_ray_without_the_extra_is_one_line(tmp_path):
+    """Where Ray is not installed (a `ray` that cannot be imported stands first on the path), the file
+    transport's modules still import, and asking for Ray is one line naming the extra, exit 2."""
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(tmp_path))
+    imports = subprocess.run(
+        [sys.executable, "-c", "import sys, dreamer_live.run, dreamer_live.actor, "
+         "dreamer_live.learner, dreamer_live.transport, dreamer_live.rayrun; "
+         "assert 'ray' not in sys.modules, 'ray imported'"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert imports.returncode == 0, imports.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "dreamer_live.run", "--logdir", str(tmp_path / "run"), "--configs",
+         "debug", "--ray.address", "local"], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=120)
+    assert result.returncode == 2
+    assert_one_line_error(result, r"run: error: --ray\.address needs Ray, which is not installed: "
+                                  r"pip install -e '\.\[ray\]'")
+
+
+def test_ray_address_not_supported_yet_is_one_line(tmp_path):
+    result = command("dreamer_live.run", "--logdir", tmp_path, "--configs", "debug",
+                     "--ray.address", "auto")
+    assert result.returncode == 2
+    assert_one_line_error(result, r"ray\.address 'auto' is not supported yet: 'local'")

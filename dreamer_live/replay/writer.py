@@ -123,6 +123,10 @@ class Writer:
         return (f"replay: {steps} steps held in memory for {time.monotonic() - since:.0f} s, cannot "
                 f"write them ({self._problem}); retrying, stopping after {self.hold_s:.0f} s")
 
+    def metrics(self) -> dict:
+        """Counts for the actor's metric lines: chunks written so far."""
+        return {"replay/chunks_written": self.chunks_written}
+
     def flush(self, wait: bool = False) -> None:
         """Hand the partial chunk to the background thread; with wait, return once all is on disk
         (or held in memory: see held())."""

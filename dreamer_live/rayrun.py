@@ -1,0 +1,200 @@
+"""The Ray launcher: `python -m dreamer_live.run --ray.address local --ray.actors N`.
+
+`local` starts a private Ray cluster on this machine, listening on the loopback address only, and tears
+it down on exit. In it run the Hub (dreamer_live/raylink.py: chunks into DIR/replay, the newest
+parameters), the learner and N actors, each a Ray actor running the ordinary loop (learner.Learner,
+actor.run_actor) with its transport ends routed through Ray; actor k plays its own env as writer id
+actor.id + k. Ray restarts a process that dies (ray.max_restarts) and runs the loop again: an actor
+continues with a new replay stream, the learner from its checkpoint. Ctrl-C (or SIGTERM) asks every loop
+to stop as a signal would (replay flushed, checkpoint written); a loop that ends by itself stops the
+others, as in the two-process launcher.
+
+This module imports neither Ray nor JAX at the top: the learner lowers its priority before JAX starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import signal
+import sys
+import time
+
+from dreamer_live.config import Config
+from dreamer_live.errors import UserError
+from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
+from dreamer_live.process import StopFlag
+
+ADDRESSES = ("local",)
+# Set before Ray is imported, inherited by every process of the cluster: node addresses are the loopback
+# one (Ray's own mode for one-machine clusters on Windows and macOS), and no usage report.
+LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+             "RAY_DEDUP_LOGS": "0"}  # every actor's lines, not "repeated 2x across cluster"
+
+
+def require_ray():
+    """The ray module, or a UserError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray.address needs Ray, which is not installed: "
+                        "pip install -e '.[ray]'") from None
+    return ray
+
+
+def local_cluster(num_cpus: int):
+    """Start a private Ray cluster on this machine, on the loopback address only; return ray."""
+    os.environ.update(LOCAL_ENV)
+    ray = require_ray()
+    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace="dreamer_live",
+             log_to_driver=True)
+    return ray
+
+
+class Worker:
+    """A Ray actor running the learner's or an actor's ordinary loop; stop() sets its stop flag."""
+
+    def __init__(self, role: str, config: dict, logdir: str):
+        self.role, self.config, self.logdir = role, Config(config), pathlib.Path(logdir)
+        self.flag = StopFlag(role)  # not installed: Ray's worker owns the signals
+
+    def run(self) -> int:
+        """Run the loop until it ends or stop() is called; return its exit status."""
+        from dreamer_live import raylink, transport
+
+        transport.use_ray(raylink.Link(self.logdir))
+        if self.role == "learner":
+            from dreamer_live.learner import Learner, yield_cpu
+
+            # Here, not in __init__: priority and cores are per thread on Linux, and XLA's threads,
+            # started by the loop below, inherit them from this one.
+            print(f"learner: sharing the CPU with the actors: {yield_cpu(self.config)}", flush=True)
+
+            return Learner(self.config, self.logdir, self.logdir / "replay", False,
+                           stop=self.flag).run()
+        from dreamer_live.actor import run_actor
+
+        return run_actor(self.config, self.logdir, stop=self.flag)
+
+    def stop(self, reason: str) -> None:
+        """Ask the loop to stop cleanly."""
+        self.flag.set(reason)
+
+
+class RayRun:
+    """Starts the cluster and the Ray actors, watches them, stops them, tears the cluster down."""
+
+    def __init__(self, config, logdir: pathlib.Path):
+        self.config, self.logdir = config, logdir.resolve()
+        self.signals = 0
+        self.signal_name = ""
+        self.stopping = False
+        self.workers: dict = {}
+
+    def start(self) -> None:
+        """A private local cluster with the Hub, the learner and ray.actors actors in it."""
+        os.environ[NO_STATUS_ENV] = "1"  # the launcher draws the one status line
+        cfg = self.config.ray
+        ray = local_cluster(max(os.cpu_count() or 1,
+                                math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
+        from dreamer_live import raylink
+
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        self.hub = ray.remote(raylink.Hub).options(name=raylink.HUB_NAME, num_cpus=0, max_restarts=-1,
+                                              max_task_retries=-1).remote(str(self.logdir))
+        remote = ray.remote(Worker)
+        restarts = dict(max_restarts=cfg.max_restarts, max_task_retries=cfg.max_restarts,
+                        max_concurrency=2)  # run() on one thread, stop() on the other
+        plain = self.config.to_dict()
+        self.workers["learner"] = remote.options(
+            num_cpus=cfg.learner_cpus, num_gpus=cfg.learner_gpus, **restarts).remote(
+            "learner", plain, str(self.logdir))
+        for k in range(cfg.actors):
+            writer_id = self.config.actor.id + k
+            own = self.config.update({"actor.id": writer_id}).to_dict()
+            self.workers[f"actor {writer_id}"] = remote.options(
+                num_cpus=cfg.actor_cpus, **restarts).remote("actor", own, str(self.logdir))
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signals += 1  # the watch loop forwards it (no Ray calls inside a signal handler)
+        self.signal_name = signal.Signals(signum).name
+
+    def watch(self) -> int:
+        """Wait for the loops; on a signal or one's end stop the others; return the exit status."""
+        import ray
+
+        from dreamer_live.envs import tick_hz
+        from dreamer_live.run import STOP_GRACE_S, Status
+
+        runs = {w.run.remote(): name for name, w in self.workers.items()}
+        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status(tick_hz(self.config))
+        tty = sys.stdout.isatty()
+        last_draw, failure, forwarded, deadline = 0.0, 0, 0, float("inf")
+        while runs and time.monotonic() < deadline:
+            done, _ = ray.wait(list(runs), num_returns=1, timeout=0.2)
+            if self.signals > forwarded:
+                forwarded = self.signals
+                self._stop_all(self.signal_name)
+                deadline = min(deadline, time.monotonic() + (STOP_GRACE_S if forwarded == 1 else 5))
+            status.update(tail.read())
+            if not self.config.run.quiet and time.monotonic() - last_draw >= (1.0 if tty else 30.0):
+                last_draw = time.monotonic()
+                print(("\r" if tty else "") + status.line() + ("" if tty else "\n"), end="",
+                      flush=True)
+            for ref in done:
+                name = runs.pop(ref)
+                code = self._result(ray, ref, name)
+                if code and not failure:
+                    failure = code
+                if not self.stopping:
+                    verb = "finished" if code == 0 else "failed"
+                    print(f"\nrun: {name} {verb}; stopping the others", flush=True,
+                          file=sys.stderr if code else sys.stdout)
+                    self._stop_all(f"{name} {verb}")
+                    deadline = time.monotonic() + STOP_GRACE_S
+        for name in runs.values():
+            print(f"run: {name} did not stop in time; tearing the cluster down", file=sys.stderr)
+            failure = failure or 1
+        status.update(tail.read())
+        print(f"\nrun: done; {status.line()}; logdir {self.logdir}", flush=True)
+        return failure
+
+    def _result(self, ray, ref, name: str) -> int:
+        try:
+            return int(ray.get(ref) or 0)
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause if isinstance(e.cause, BaseException) else e
+            print(f"run: {name}: {'error: ' if isinstance(cause, UserError) else ''}"
+                  f"{str(cause).strip().splitlines()[-1]}", file=sys.stderr, flush=True)
+            return 2 if isinstance(cause, UserError) else 1
+        except ray.exceptions.RayError as e:  # died more often than ray.max_restarts
+            print(f"run: {name} is gone: {type(e).__name__}", file=sys.stderr, flush=True)
+            return 1
+
+    def _stop_all(self, reason: str) -> None:
+        self.stopping = True
+        for worker in self.workers.values():
+            worker.stop.remote(reason)
+
+    def shutdown(self) -> None:
+        """Tear the private cluster down (every process of it)."""
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
+def launch(config, logdir: pathlib.Path) -> int:
+    """Run the learner and ray.actors actors on Ray until they end or Ctrl-C; return the exit status."""
+    if config.ray.address not in ADDRESSES:
+        raise UserError(f"ray.address {config.ray.address!r} is not supported yet: 'local' (a "
+                        "private cluster on this machine); joining a running cluster comes later")
+    run = RayRun(config, logdir)
+    try:
+        run.start()
+        print(f"run: {config.ray.actors} actors and the learner on a private Ray cluster "
+              f"(loopback only) in {run.logdir}. Ctrl-C stops all.", flush=True)
+        return run.watch()
+    finally:
+        run.shutdown()

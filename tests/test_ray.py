@@ -1,0 +1,210 @@
+"""The Ray transport for real: `dreamer_live.run --ray.address local` starts a private cluster with the
+learner and three actors on real-time Catcher (debug preset). Once the learner trains, one actor's
+process is SIGKILLed (its pid from metrics.jsonl); Ray restarts it and it plays on as a new replay
+stream while the others never stop; trained parameters reach every actor through the object store;
+Ctrl-C to the run's process group (as a terminal sends it) stops everything cleanly (replay flushed,
+checkpoint written, exit 0), and no process of the run is left behind.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import poll
+
+from dreamer_live import metrics as metricslib
+from dreamer_live.replay.chunk import list_chunks
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ACTORS = 3
+
+
+def ticks(logdir, actor_id=None, since=0.0):
+    """The actors' ticks lines (optionally one actor's) written after `since`."""
+    return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", "actor")
+            if "actor/ticks_per_s" in r and r["time"] >= since
+            and (actor_id is None or r["actor/id"] == actor_id)]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (Ray's system processes and workers included)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def streams(logdir) -> dict[str, set[str]]:
+    """Writer id -> the streams of its chunks in DIR/replay."""
+    found: dict[str, set[str]] = {}
+    for name in list_chunks(logdir / "replay").values():
+        found.setdefault(name.stream.rsplit("_", 1)[0], set()).add(name.stream)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    out = open(tmp_path / "run.out", "w+")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir), "--configs", "debug",
+         "--run.quiet", "true", "--run.video_every", "0", "--learner.nice", "0",
+         "--ray.address", "local", "--ray.actors", str(ACTORS), "--ray.outbox", str(outbox)],
+        cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    seen: set[int] = set()
+
+    def text() -> str:
+        if not out.closed:
+            out.flush()
+        return (tmp_path / "run.out").read_text()
+
+    def running(what, predicate, timeout):
+        def check():
+            seen.update(descendants(run.pid))
+            if run.poll() is not None:
+                pytest.fail(f"{what}: the run exited with {run.returncode}:\n{text()[-4000:]}")
+            return predicate()
+        return poll(what, check, timeout, interval=0.5)
+
+    try:
+        running("three actors ticking",
+                lambda: {r["actor/id"] for r in ticks(logdir)} == set(range(ACTORS)), 100)
+        running("the learner training", lambda: [
+            r for r in metricslib.read_lines(logdir / "metrics.jsonl", "learner")
+            if r.get("learner/updates_per_s")], 60)
+        pids = {k: ticks(logdir, k)[-1]["actor/pid"] for k in range(ACTORS)}
+        assert len(set(pids.values())) == ACTORS and run.pid not in pids.values()
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.time()
+        restarted = running("actor 1 restarted by Ray in a new process",
+                            lambda: [r for r in ticks(logdir, 1, killed)
+                                     if r["actor/pid"] != pids[1]], 60)
+        running("a chunk of actor 1's new stream in DIR/replay",
+                lambda: len(streams(logdir).get("1", ())) >= 2, 30)
+        for k in (0, 2):  # the others never noticed: the same process, ticking on
+            assert {r["actor/pid"] for r in ticks(logdir, k)} == {pids[k]}
+            running(f"actor {k} ticking after the kill",
+                    lambda k=k: ticks(logdir, k, restarted[0]["time"]), 10)
+        # trained parameters reached every actor, the restarted one included, through the object store
+        running("every actor on a trained version", lambda: all(
+            ticks(logdir, k, killed) and ticks(logdir, k, killed)[-1]["actor/policy_version"] >= 2
+            for k in range(ACTORS)), 30)
+        seen.update(descendants(run.pid))
+        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        code = run.wait(timeout=90)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+        out.close()
+    log = text()
+    assert code == 0, log[-4000:]
+    for k in range(ACTORS):
+        assert f"actor {k}: stopped (SIGINT)" in log and "replay flushed" in log, log[-4000:]
+    assert "learner: stopped (SIGINT)" in log
+    assert list((logdir / "checkpoint").glob("state_*.msgpack"))
+    found = streams(logdir)
+    assert set(found) == {"0", "1", "2"} and len(found["1"]) == 2, found
+    assert not list(outbox.rglob("*.npz")), "chunks left unshipped in the outboxes"
+    poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A private local cluster in this process, as the launcher starts it."""
+    from dreamer_live import rayrun
+
+    ray = rayrun.local_cluster(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(cluster, tmp_path):
+    """The Ray ends have every member of their interfaces; a version reaches the actor's source; chunks
+    reach DIR/replay; while no Hub answers, add() goes on at once and chunks wait in the outbox on local
+    disk, then a Hub started anew under the same name gets them and the next version."""
+    from test_transport import members
+
+    from dreamer_live import config, raylink, transport
+
+    cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
+                                     "ray.outbox": str(tmp_path / "outbox")})
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox" / "actor5"
+
+    def hub():
+        return cluster.remote(raylink.Hub).options(name="test_hub").remote(str(logdir))
+
+    def chunks(folder):
+        return len(list_chunks(folder))
+
+    def add(count):  # the longest add() in seconds
+        longest = 0.0
+        for i in range(count):
+            began = time.perf_counter()
+            sink.add({"x": np.full(2, i, np.float32), "is_last": np.bool_(False)})
+            longest = max(longest, time.perf_counter() - began)
+        return longest
+
+    first = hub()
+    transport.use_ray(raylink.Link(logdir, hub_name="test_hub"))
+    sink = transport.replay_sink(cfg, logdir, 5)
+    publisher = transport.variable_publisher(cfg, logdir)
+    source = transport.variable_source(cfg, logdir, {"w": np.zeros(3, np.float32)})
+    try:
+        for end, protocol in ((sink, transport.ReplaySink), (source, transport.VariableSource),
+                              (publisher, transport.VariablePublisher)):
+            missing = {name for name in members(protocol) if not hasattr(end, name)}
+            assert not missing, f"{type(end).__name__} lacks {sorted(missing)} of {protocol.__name__}"
+        publisher.publish({"w": np.full(3, 2.0, np.float32)}, step=7)
+        loaded = poll("version 1 at the actor", lambda: source.current.version == 1 and source.current,
+                      30)
+        assert loaded.step == 7 and np.all(np.asarray(loaded.params["w"]) == 2.0)
+        assert (logdir / "params" / "params-000001.msgpack").exists()  # eval reads DIR/params
+        add(8)
+        poll("two chunks in DIR/replay", lambda: chunks(logdir / "replay") == 2, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+
+        cluster.kill(first)
+        assert add(8) < 0.05
+        poll("two chunks waiting in the outbox", lambda: chunks(outbox) == 2, 30)
+        assert chunks(logdir / "replay") == 2
+        assert sink.metrics()["ray/chunks_shipped"] == 2
+
+        second = hub()
+        poll("the waiting chunks in DIR/replay", lambda: chunks(logdir / "replay") == 4, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+        publisher.publish({"w": np.full(3, 3.0, np.float32)}, step=9)
+        poll("version 2 at the actor, through the new Hub",
+             lambda: publisher.heartbeat(9) or source.current.version == 2, 30, interval=0.5)
+        assert sink.metrics()["ray/steps_shipped"] == 16
+        cluster.kill(second)
+    finally:
+        transport.use_ray(None)
+        sink.close()
+        source.close()
