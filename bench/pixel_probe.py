@@ -4,8 +4,9 @@
         [--env.grayscale true] [--agent.enc.depth 8 --agent.dec.depth 8] [--steps 6000] [--lr 1e-3]
 
 Frames come from the game (preset and overrides as for every command) played by held random keys; the
-model is the world model's own `Encoder`, a dense bottleneck and its own `Decoder`, built from the
-`agent.enc` / `agent.dec` config, trained with Adam on the summed squared error the world model uses.
+model is the world model's own `Encoder`, a dense bottleneck (or the RSSM's sampled categoricals,
+`--latent categorical`) and its own `Decoder`, built from the `agent` config, trained with Adam on the
+summed squared error the world model uses.
 Every --every steps it prints, on held-out frames, the squared error per frame on object pixels (those
 that differ from the median frame) beside their energy, i.e. the error of predicting them as background,
 for rare objects (pixel places lit in under 10% of the frames: Catcher's fruit, a ball) and frequent
@@ -59,6 +60,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=64, help="frames per step (default 64)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     p.add_argument("--bottleneck", type=int, default=256, help="bottleneck units (default 256)")
+    p.add_argument("--latent", choices=("dense", "categorical"), default="dense",
+                   help="bottleneck: dense units, or the RSSM's sampled one-hot categoricals "
+                        "(agent.rssm.stoch x classes, unimix, straight-through) with no KL (default dense)")
     p.add_argument("--every", type=int, default=250, help="steps between reports (default 250)")
     args, rest = p.parse_known_args(argv)
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
@@ -68,6 +72,7 @@ def main(argv: list[str]) -> int:
     import jax.numpy as jnp
     import optax
 
+    from dreamer_live.agent import dists
     from dreamer_live.agent.nets import Dense
     from dreamer_live.agent.worldmodel import WorldModel
 
@@ -85,23 +90,30 @@ def main(argv: list[str]) -> int:
         def __call__(self, x):
             token = wm.enc.clone(parent=self, name="enc")({"image": x})
             z = Dense(args.bottleneck, config.agent.norm, config.agent.act)(token)
+            if args.latent == "categorical":
+                r = config.agent.rssm
+                logits = nn.Dense(r.stoch * r.classes)(z).reshape(-1, r.stoch, r.classes)
+                z = dists.onehot_sample(self.make_rng("sample"), dists.unimix_logits(logits, r.unimix))
+                z = z.reshape(len(x), -1)
             return wm.dec.clone(parent=self, name="dec")(z)["image"]
 
     model = AutoEncoder()
-    params = model.init(jax.random.PRNGKey(config.seed), train[:2])
+    key = jax.random.PRNGKey(config.seed)
+    params = model.init({"params": key, "sample": key}, train[:2])
     opt = optax.adam(args.lr)
     opt_state = opt.init(params)
 
-    def loss_fn(params, x):
-        return ((model.apply(params, x) - x.astype(jnp.float32) / 255.0) ** 2).sum((1, 2, 3)).mean()
+    def loss_fn(params, x, key):
+        recon = model.apply(params, x, rngs={"sample": key})
+        return ((recon - x.astype(jnp.float32) / 255.0) ** 2).sum((1, 2, 3)).mean()
 
     @jax.jit
-    def step(params, opt_state, x):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x)
+    def step(params, opt_state, x, key):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, key)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    predict = jax.jit(model.apply)
+    predict = jax.jit(lambda params, x: model.apply(params, x, rngs={"sample": key}))
     truth = test.astype(np.float32) / 255.0
     objects = np.abs(truth - np.median(truth, axis=0)) > 0.1
     rare = objects & (objects.mean(0) < 0.1)
@@ -112,7 +124,9 @@ def main(argv: list[str]) -> int:
     rng = np.random.default_rng(config.seed)
     began = time.perf_counter()
     for i in range(1, args.steps + 1):
-        params, opt_state, loss = step(params, opt_state, train[rng.integers(0, len(train), args.batch)])
+        key, sample_key = jax.random.split(key)
+        params, opt_state, loss = step(params, opt_state, train[rng.integers(0, len(train), args.batch)],
+                                       sample_key)
         if i % args.every == 0 or i == args.steps:
             recon = np.concatenate([np.asarray(predict(params, test[j:j + 500]))
                                     for j in range(0, len(test), 500)])

@@ -9,6 +9,7 @@ the logger's thread. The actor never waits for the learner.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import pathlib
 import time
@@ -78,12 +79,11 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
     watch = CompileWatch()
     logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet,
                     fields={"actor/id": cfg.id, "actor/pid": os.getpid()})
-    summary = ""
     if lock.took_over:
         logger.message(f"actor {cfg.id}: took over {lock.path.name} from {lock.took_over}, which "
                        "stopped without releasing it")
     opened = []  # closed in this order on any exit: the env first (keys released), then the rest
-    try:
+    with closing(stop, logger, opened) as summary:
         env = make_env(config)
         opened.append(env)
         agent = Agent(config, env.obs_space, env.act_space)
@@ -108,23 +108,29 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
         logger.write(0, {"actor/warmup_s": warmup_s, "actor/compiles": watch.compiles,
                          "actor/compile_cache_hits": watch.cache_hits})
         loop = TickLoop(config, env, core, source, sink, logger, watch)
-        try:
-            loop.run(stop)
-        except KeyboardInterrupt:
-            stop.set("interrupted")
+        loop.run_until_stopped(stop)
         limit = "step limit" if cfg.steps and loop.steps >= cfg.steps else "time limit"
-        summary = (f"\nactor {cfg.id}: stopped ({stop.reason or limit}) after {loop.steps} steps, "
-                   f"{loop.episodes} episodes, {loop.pacer.late} late ticks; replay flushed to "
-                   f"{logdir / 'replay'}")
+        summary.append(f"\nactor {cfg.id}: stopped ({stop.reason or limit}) after {loop.steps} steps, "
+                       f"{loop.episodes} episodes, {loop.pacer.late} late ticks; replay flushed to "
+                       f"{logdir / 'replay'}")
+    return 0
+
+
+@contextlib.contextmanager
+def closing(stop: StopFlag, logger, opened: list):
+    """On any exit: stop, close `opened` in order (the env first: keys released), then print the
+    summary line appended to the list this yields, and close the logger."""
+    summary: list[str] = []
+    try:
+        yield summary
     finally:
         stop.event.set()
         try:
             close_all(opened)
         finally:
-            if summary:
-                logger.message(summary)
+            for line in summary:
+                logger.message(line)
             logger.close()
-    return 0
 
 
 def close_all(resources) -> None:
@@ -162,6 +168,13 @@ class TickLoop:
         self.ep_return, self.ep_length = 0.0, 0
         self.last_return = float("nan")
         self.held = ""  # the replay sink's note while the disk refuses chunks
+
+    def run_until_stopped(self, stop: StopFlag) -> None:
+        """`run`, with Ctrl-C taken as a stop like any other."""
+        try:
+            self.run(stop)
+        except KeyboardInterrupt:
+            stop.set("interrupted")
 
     def run(self, stop: StopFlag) -> int:
         """Tick until a limit or `stop`; return the number of steps written."""

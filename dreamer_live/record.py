@@ -25,7 +25,7 @@ import types
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
-from dreamer_live.actor import TickLoop, close_all
+from dreamer_live.actor import TickLoop, closing
 from dreamer_live.actor_core import replay_step
 from dreamer_live.envs.live.keys import key_name
 from dreamer_live.errors import UserError
@@ -181,8 +181,8 @@ def run_record(config, logdir: pathlib.Path) -> int:
     config = config.update({"actor.random_until_params": False})
     stop = StopFlag("record").install()
     logger = Logger(logdir, "record", name=f"record{config.actor.id}", quiet=config.run.quiet)
-    opened, summary = [], ""
-    try:
+    opened = []
+    with closing(stop, logger, opened) as summary:
         env = make_env(config, inject_keys=False)
         opened.append(env)
         keyboard = open_keyboard(config.env.live.display)
@@ -195,23 +195,12 @@ def run_record(config, logdir: pathlib.Path) -> int:
         logger.message(f"record: play now (no key is sent to the game; F9 pauses, F10 or Ctrl-C stops); "
                        f"writing {folder}, metrics {logdir / 'metrics.jsonl'}")
         loop = TickLoop(config, env, core, NoParams(), sink, logger, watch=None)
-        try:
-            loop.run(stop)
-        except KeyboardInterrupt:
-            stop.set("interrupted")
+        loop.run_until_stopped(stop)
         share = core.unmatched / max(1, core.ticks)
         logger.write(loop.steps, {"record/ticks": core.ticks, "record/unmatched": core.unmatched})
-        summary = (f"\nrecord: stopped ({stop.reason or 'limit'}) after {loop.steps} steps, "
-                   f"{loop.episodes} episodes; {core.unmatched} ticks ({100 * share:.1f}%) held keys no "
-                   f"action holds, recorded as the nearest action; written to {folder}")
-    finally:
-        stop.event.set()
-        try:
-            close_all(opened)
-        finally:
-            if summary:
-                logger.message(summary)
-            logger.close()
+        summary.append(f"\nrecord: stopped ({stop.reason or 'limit'}) after {loop.steps} steps, "
+                       f"{loop.episodes} episodes; {core.unmatched} ticks ({100 * share:.1f}%) held keys "
+                       f"no action holds, recorded as the nearest action; written to {folder}")
     return 0
 
 
