@@ -549,7 +549,8 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     profile = tmp_path / "supertux_pit.yaml"
     profile.write_text(dump_yaml(data))
     logdir = tmp_path / "run"
-    run_actor(xvfb, logdir, "supertux", "--env.profile", str(profile), "--env.teleport.reward", "-1.0",
+    run_actor(xvfb, logdir, "supertux", "--env.profile", str(profile), "--env.live.launch", "true",
+              "--env.teleport.reward", "-1.0",
               "--env.stagnation.seconds", "0", "--actor.duration", "20",
               env={"SUPERTUX2_USER_DIR": str(tmp_path / "supertux")})
     ticks = read_replay(logdir / "replay", "reward", "tick_late_ms", "is_first", "is_last", "is_terminal")
