@@ -68,6 +68,7 @@ def main(argv: list[str]) -> int:
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
     cli.setup_jax(config)
     import flax.linen as nn
+    import gymnasium
     import jax
     import jax.numpy as jnp
     import optax
@@ -82,8 +83,8 @@ def main(argv: list[str]) -> int:
     held = min(2000, len(data) // 5)
     train, test = data[:-held], data[-held:]
     print(f"{len(data)} frames {h}x{w}x{c} collected in {time.perf_counter() - began:.0f}s", flush=True)
-    space = {"image": type("Space", (), {"shape": (h, w, c), "dtype": np.uint8})()}
-    wm = WorldModel(config.agent, space, 1, jnp.float32)
+    wm = WorldModel(config.agent, {"image": gymnasium.spaces.Box(0, 255, (h, w, c), np.uint8)}, 1,
+                    jnp.float32)
 
     class AutoEncoder(nn.Module):
         @nn.compact
