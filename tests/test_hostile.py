@@ -325,8 +325,9 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 (Xvfb): Linux only")
 def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown(tmp_path):
-    """A profile is code: `launch.command: [sh, -c, "id > file"]` from outside configs/games/ is
-    refused under env.live.launch auto; with true the actor prints the exact command, then runs it."""
+    """A profile is code: `launch.command: [sh, -c, "id >> file"]` from outside configs/games/ is
+    refused under env.live.launch auto; with true the actor prints the exact command, then runs it
+    once, though it opens no window (a launcher script also exits at once, leaving its game starting)."""
     import shlex
 
     from conftest import poll
@@ -336,12 +337,12 @@ def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_sho
 
     proof = tmp_path / "it ran.txt"
     profile = read_yaml(REPO / "configs/games/catcher_window.yaml")
-    profile["launch"] = {"command": ["sh", "-c", f"id > '{proof}'"], "startup_s": 0}
+    profile["launch"] = {"command": ["sh", "-c", f"id >> '{proof}'"], "startup_s": 0}
     path = tmp_path / "game.yaml"
     path.write_text(dump_yaml(profile))
     live = ["--env.name", "live", "--env.profile", path, "--env.obs", "vector",
             "--env.live.wait_s", "5"]
-    shown = shlex.join(["sh", "-c", f"id > '{proof}'"])  # pasted into a shell, runs the same
+    shown = shlex.join(["sh", "-c", f"id >> '{proof}'"])  # pasted into a shell, runs the same
     line = error_line(command("dreamer_live.actor", tmp_path / "auto", *live, timeout=120))
     assert f"{path} is not one of the project's profiles (configs/games/)" in line
     assert shown in line and "--env.live.launch true" in line and not proof.exists()
@@ -355,7 +356,8 @@ def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_sho
         display.proc.kill()
         display.proc.wait()
     assert f"live: starting the game with {path}'s launch.command: {shown}" in result.stdout
-    poll("the launched command's output", lambda: proof.read_text().startswith("uid="))  # as shown
+    assert proof.read_text().startswith("uid=")  # it ran as shown; the actor waited for it to exit
+    assert len(proof.read_text().splitlines()) == 1  # once in the 5 s waited, not every 0.25 s
     assert "no window with title containing" in error_line(result)  # the "game" opened none
 
 

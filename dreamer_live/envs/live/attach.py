@@ -102,15 +102,20 @@ class GameLauncher:
 
 def find_window(windows, profile: Profile, launcher: GameLauncher, wait_s: float, deadline: float,
                 sleep: Sleep) -> Window:
-    """The game's window (launching the game if configured), waiting until `deadline`."""
-    announced = False
+    """The game's window (launching the game if configured), waiting until `deadline`.
+
+    The game is launched at most once per call: a launch command may exit at once and leave the game
+    starting (a launcher script), and running it again would start a second game.
+    """
+    announced = launched = False
     while True:
         if profile.screen_region:
             return Window(0, "screen region", None)
         window = windows.find(profile.title, profile.process)
         if window is not None:
             return window
-        if launcher.start_if_needed():  # give a game just started its start-up time
+        if not launched and launcher.start_if_needed():  # give a game just started its start-up time
+            launched = True
             deadline = max(deadline, time.monotonic() + profile.startup_s)
         if time.monotonic() >= deadline:
             titles = sorted({w.title for w in windows.list()})[:8]
