@@ -1,7 +1,7 @@
 """Hostile files, poisoned numbers and nonsense values, tried on real processes and real files.
 
-A module-scoped base replay is written once by a real actor (debug preset); each test copies it into
-its own logdir, spoils something, and runs the learner or actor on it.
+A base replay is written once per session by a real actor (debug preset, conftest's `actor_run`);
+each test copies it into its own logdir, spoils something, and runs the learner or actor on it.
 """
 
 import contextlib
@@ -36,12 +36,10 @@ def error_line(result) -> str:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> pathlib.Path:
-    """A logdir whose replay a real actor wrote: 200 steps of real-time Catcher in 4 chunks."""
-    logdir = tmp_path_factory.mktemp("hostile") / "base"
-    result = command("dreamer_live.actor", logdir, "--actor.hz", "50", "--actor.steps", "200")
-    assert result.returncode == 0, result.stderr
-    return logdir
+def base(actor_run) -> pathlib.Path:
+    """A logdir whose replay a real actor wrote: 200 steps of real-time Catcher in 4 chunks (the
+    session's `actor_run`, never changed here: each test copies its replay)."""
+    return actor_run
 
 
 def copy_replay(base: pathlib.Path, logdir: pathlib.Path) -> pathlib.Path:
