@@ -95,10 +95,10 @@ def scenario(tmp_path_factory):
     actor = start("dreamer_live.actor", logdir, "--actor.duration", "300")
     procs = [actor]
     try:
-        learner1 = start("dreamer_live.learner", logdir)  # starts up while A does (it waits for A)
-        procs.append(learner1)
         wait_for("actor ticking", lambda: lines(logdir, "actor", key="actor/ticks_per_s"), 60,
                  [actor])
+        learner1 = start("dreamer_live.learner", logdir)
+        procs.append(learner1)
         other = start("dreamer_live.actor", logdir, "--actor.id", "1", "--actor.steps", "30")
         procs.append(other)
         # 1. L1's first version (its initial params) and two trained ones swapped in; a checkpoint
