@@ -1,13 +1,37 @@
 """Test-session set-up: in-process tests use JAX's persistent compilation cache, as the commands do,
 so a step compiled by one test (or by an earlier run) is loaded, not compiled again, by the next."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
 from dreamer_live import cli
 from dreamer_live.config import resolve
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
     """Turn on the compilation cache under the user's dreamer_live cache folder."""
     cli.setup_jax(resolve())
+
+
+@pytest.fixture(scope="session")
+def actor_run(tmp_path_factory) -> pathlib.Path:
+    """A logdir whose replay a real actor wrote: 200 steps of real-time Catcher (debug preset, 50 Hz)
+    in 4 chunks. Shared by the modules that copy it (hostile files) or only read it (offline
+    training): none may change it."""
+    logdir = tmp_path_factory.mktemp("actor_run") / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), "--configs", "debug",
+         "--run.quiet", "true", "--actor.hz", "50", "--actor.steps", "200"],
+        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+        timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return logdir
 
 
 def poll(what: str, predicate, timeout: float = 10.0, interval: float = 0.01):

@@ -4,7 +4,7 @@ One module-scoped scenario runs the processes once and the tests below check wha
 
   1. actor A (id 0) and learner L1 start; a second actor (id 1) plays a few steps into the same replay;
      run until A has swapped to >= 3 versions L1 published and L1 has checkpointed;
-  2. SIGKILL L1; A keeps ticking on its last parameters for a few seconds;
+  2. SIGKILL L1; A keeps ticking on its last parameters until it sees the learner silent;
   3. learner L2 starts, resumes from L1's checkpoint and picks up the replay written meanwhile;
      A switches to L2's versions;
   4. SIGINT A and L2: both exit 0 (replay flushed, checkpoint written);
@@ -114,8 +114,11 @@ def scenario(tmp_path_factory):
         rec["kill_time"] = time.time()
         rec["l1_versions"] = max(r["learner/policy_version"]
                                  for r in lines(logdir, "learner", key="learner/policy_version"))
-        time.sleep(6.0)
-        rec["alone"] = lines(logdir, "actor", since=rec["kill_time"], key="actor/ticks_per_s")
+        # A plays on alone until it has logged 3 lines and sees the learner silent for over 3 s
+        rec["alone"] = wait_for(
+            "the actor alone for 3 lines, the learner silent for over 3 s",
+            lambda: (alone := lines(logdir, "actor", since=rec["kill_time"], key="actor/ticks_per_s"))
+            and len(alone) >= 3 and alone[-1]["actor/learner_silent_s"] > 3.0 and alone, 60, [actor])
         rec["steps_at_kill"] = rec["alone"][0]["step"] if rec["alone"] else None
         # 3. a new learner resumes and picks up what was written meanwhile
         rec["l2_start"] = time.time()

@@ -1,7 +1,7 @@
 """Hostile files, poisoned numbers and nonsense values, tried on real processes and real files.
 
-A module-scoped base replay is written once by a real actor (debug preset); each test copies it into
-its own logdir, spoils something, and runs the learner or actor on it.
+A base replay is written once per session by a real actor (debug preset, conftest's `actor_run`);
+each test copies it into its own logdir, spoils something, and runs the learner or actor on it.
 """
 
 import contextlib
@@ -36,12 +36,10 @@ def error_line(result) -> str:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> pathlib.Path:
-    """A logdir whose replay a real actor wrote: 200 steps of real-time Catcher in 4 chunks."""
-    logdir = tmp_path_factory.mktemp("hostile") / "base"
-    result = command("dreamer_live.actor", logdir, "--actor.hz", "50", "--actor.steps", "200")
-    assert result.returncode == 0, result.stderr
-    return logdir
+def base(actor_run) -> pathlib.Path:
+    """A logdir whose replay a real actor wrote: 200 steps of real-time Catcher in 4 chunks (the
+    session's `actor_run`, never changed here: each test copies its replay)."""
+    return actor_run
 
 
 def copy_replay(base: pathlib.Path, logdir: pathlib.Path) -> pathlib.Path:
@@ -87,9 +85,18 @@ def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, tmp_path):
     from dreamer_live import sync
     from dreamer_live.replay import Reader
 
+    import jax
+
+    from dreamer_live import config as configlib, spaces
+    from dreamer_live.agent import Agent
+
     copy_replay(base, tmp_path)
-    result = command("dreamer_live.learner", tmp_path, "--run.steps", "1", "--run.train_ratio", "0")
-    assert result.returncode == 0, result.stderr
+    # a good version, as the learner publishes its initial parameters (in this process: a learner
+    # started for it spent ~12 s on start-up)
+    cfg = configlib.resolve(["debug"])
+    agent = Agent(cfg, *spaces.load(tmp_path / "replay"))
+    initial = jax.device_get(agent.policy_params(agent.init(jax.random.PRNGKey(cfg.seed))))
+    sync.Publisher(tmp_path / "params", sync.model_hash(cfg)).publish(initial, 0)
     good = max((tmp_path / "params").glob("params-*.msgpack"))
     blob = serialization.msgpack_restore(good.read_bytes())
     tree = serialization.msgpack_restore(blob["params"])
@@ -433,6 +440,11 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
         assert "Traceback" not in out.read_text()
 
 
+# replay.hold_s of the full-disk actor: the disk is freed ~2-3 s into the first outage (well inside it),
+# and the second outage lasts this long before the actor stops
+HOLD_S = 10
+
+
 def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
     import re
 
@@ -448,7 +460,7 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             actor = subprocess.Popen(
                 [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), *QUIET,
                  "--run.quiet", "false", "--actor.hz", "50", "--actor.duration", "300",
-                 "--replay.chunk_seconds", "0.5", "--replay.hold_s", "20"],
+                 "--replay.chunk_seconds", "0.5", "--replay.hold_s", str(HOLD_S)],
                 cwd=REPO, env=env, stdout=f, stderr=g)
         try:
             poll("the first status line", lambda: "ticks/s" in out.read_text(), timeout=120)
@@ -459,7 +471,7 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             line = poll("a status line that says so", lambda: re.search(
                 r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
                 r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
-                r"after 20 s", out.read_text()), timeout=30)
+                rf"after {HOLD_S} s", out.read_text()), timeout=30)
             assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
             filler.unlink()
             poll("the held chunks written", lambda: "the disk takes chunks again" in out.read_text(),
@@ -471,7 +483,8 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             actor.wait()
         lines = err.read_text().strip().splitlines()
         assert len(lines) == 1 and re.fullmatch(
-            rf"actor: error: replay: could not write to {logdir / 'replay'} for 20 s \(replay.hold_s\): "
+            rf"actor: error: replay: could not write to {logdir / 'replay'} for {HOLD_S} s "
+            r"\(replay.hold_s\): "
             r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
         seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
         assert seqs == list(range(len(seqs))) and len(seqs) > 10  # nothing lost while held

@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from dreamer_live import metrics as metricslib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 COMMON = ["--configs", "debug", "--run.quiet", "true"]
+KEEP = ["--learner.keep_checkpoints", "2"]
 
 
 def command(module, *args, timeout=240):
@@ -35,22 +37,34 @@ def fingerprint(folder: pathlib.Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    """A replay folder written by an earlier (real-time) actor run."""
-    old = tmp_path_factory.mktemp("old") / "run"
-    result = command("dreamer_live.actor", "--logdir", old, "--actor.steps", "200",
-                     "--actor.hz", "50")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return old / "replay"
+def source(actor_run):
+    """A replay folder written by an earlier (real-time) actor run (the session's `actor_run`)."""
+    return actor_run / "replay"
 
 
-def test_offline_trains_resumes_and_leaves_the_source_untouched(source, tmp_path):
+@pytest.fixture(scope="module")
+def trained(source, tmp_path_factory):
+    """One offline run of 40 updates from `source`, kept as it left its logdir: open-loop videos,
+    a checkpoint after nearly every update with the newest 2 kept. Each test works on a copy."""
     before = fingerprint(source)
+    run = tmp_path_factory.mktemp("offline") / "run"
+    result = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
+                     "--run.steps", "40", "--run.video_every", "0.001", "--run.log_every", "0.2",
+                     "--run.checkpoint_every", "0.0001", *KEEP)
+    return run, result, before
+
+
+def copy_run(trained, tmp_path) -> pathlib.Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    return run
+
+
+def test_offline_trains_resumes_and_leaves_the_source_untouched(source, trained, tmp_path):
+    _, first, before = trained
     assert any(name.endswith(".npz") for name in before) and "spaces.json" in before
-    new = tmp_path / "new"
-    first = command("dreamer_live.learner", "--logdir", new, "--replay", source, "--offline",
-                    "--run.steps", "40", "--run.video_every", "0.001", "--run.log_every", "0.2")
     assert first.returncode == 0, first.stdout + first.stderr
+    new = copy_run(trained, tmp_path)
     assert "(read-only)" in first.stdout
     assert "stopped (run.steps reached) at 40 updates" in first.stdout
     assert json.loads((new / "params" / "latest.json").read_text())["step"] == 40
@@ -69,21 +83,19 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, tmp_path
     assert fingerprint(source) == before  # byte for byte, names, modes and times
 
 
-@pytest.mark.slow  # two short learner runs, viz and eval (~60-120 s on 2 cores)
-def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(source, tmp_path, capsys):
+@pytest.mark.slow  # a learner run, viz and eval (~30-60 s on 2 cores)
+def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(source, trained, tmp_path,
+                                                                          capsys):
     from dreamer_live import eval as evallib, plot, viz as vizlib
     from dreamer_live.checkpoint import Checkpointer
 
-    run, keep = tmp_path / "run", ["--learner.keep_checkpoints", "2"]
-    first = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
-                    "--run.steps", "30", "--run.checkpoint_every", "0.0001", "--run.video_every", "0",
-                    *keep)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert trained[1].returncode == 0, trained[1].stdout + trained[1].stderr
+    run = copy_run(trained, tmp_path)
     folder = run / "checkpoint"
     kept = Checkpointer(folder).kept()
     assert len(kept) == 2, sorted(p.name for p in folder.iterdir())  # keep 2
     (newest_step, newest), (old, older) = kept
-    assert newest_step == 30 and 0 < old < 30
+    assert newest_step == 40 and 0 < old < 40
 
     # viz and eval accept the older kept step; an unknown one names the kept ones
     png = tmp_path / "old.png"
@@ -92,7 +104,7 @@ def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(sourc
     assert f"viz: checkpoint at {old} updates" in capsys.readouterr().out and png.stat().st_size
     assert vizlib.main(["--logdir", str(run), "--replay", str(source), "--checkpoint", "1"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"viz: error: no checkpoint at 1 updates in {folder}; kept: 30 (latest), {old}"]
+        f"viz: error: no checkpoint at 1 updates in {folder}; kept: 40 (latest), {old}"]
     assert evallib.main(["--logdir", str(run), "--checkpoint", str(old), "--episodes", "2",
                          "--max-steps", "20"]) == 0
     assert f"with checkpoint at {old} updates" in capsys.readouterr().out
@@ -105,13 +117,13 @@ def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(sourc
     # a newest checkpoint cut short: the learner warns once and resumes from the older one
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     again = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
-                    "--run.steps", "40", *keep)
+                    "--run.steps", "50", *KEEP)
     assert again.returncode == 0, again.stdout + again.stderr
     warnings = [line for line in again.stdout.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, again.stdout
     assert warnings[0].startswith(f"warning: checkpoint {newest.name} in {folder} unreadable (")
     assert warnings[0].endswith(f"; using {older.name} ({old} updates)")
     assert f"resumed from {older} at {old} updates" in again.stdout
-    assert f"at 40 updates ({40 - old} this run)" in again.stdout
-    assert [step for step, _ in Checkpointer(folder).kept()] == [40, old]
+    assert f"at 50 updates ({50 - old} this run)" in again.stdout
+    assert [step for step, _ in Checkpointer(folder).kept()] == [50, old]
     assert newest.with_name(newest.name + ".damaged").exists()  # set aside, not deleted

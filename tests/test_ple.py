@@ -237,7 +237,8 @@ def _replay(logdir) -> dict[str, np.ndarray]:
 
 def test_own_game_under_the_actor_in_lockstep(tmp_path):
     result = _actor(tmp_path / "run", "lockstep", "--env.obs", "both", "--env.size", "[48, 48]",
-                    "--env.kwargs.init_lives", "1", "--actor.steps", "300")
+                    "--env.kwargs.init_lives", "1", "--actor.steps", "300",
+                    "--actor.hz", "100")  # a lockstep game moves a frame per tick at any rate
     assert result.returncode == 0, result.stdout + result.stderr
     replay = _replay(tmp_path / "run")
     assert len(replay["reward"]) == 300

@@ -153,7 +153,9 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
 
     from dreamer_live import config, raylink, transport
 
+    # the source polls the Hub every 0.5 s (at the default 5 s each version waited up to 5 s)
     cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
+                                     "actor.param_interval": 0.5,
                                      "ray.outbox": str(tmp_path / "outbox")})
     logdir, outbox = tmp_path / "run", tmp_path / "outbox" / "actor5"
 
