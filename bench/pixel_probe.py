@@ -134,7 +134,10 @@ def autoencoder(args, config, image: str, spaces: dict, act_dim: int):
                 logits = nn.Dense(r.stoch * r.classes)(z).reshape(-1, r.stoch, r.classes)
                 z = dists.onehot_sample(self.make_rng("sample"), dists.unimix_logits(logits, r.unimix))
                 z = z.reshape(len(x), -1)
-            return wm.dec.clone(parent=self, name="dec")(z)[image]
+            # The bottleneck in the decoder's place of the RSSM state: dense units as deter (its
+            # block-split input), categoricals as stoch.
+            deter = 0 if args.latent == "categorical" else args.bottleneck
+            return wm.dec.clone(parent=self, name="dec", deter=deter)(z)[image]
 
     model = AutoEncoder()
     key = jax.random.PRNGKey(config.seed)

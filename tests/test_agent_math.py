@@ -172,26 +172,3 @@ def test_bounded_normal_ranges(minstd, maxstd):
     assert np.all(np.abs(mean) <= 1.0)
     assert np.all((std >= minstd) & (std <= maxstd))
     close(dists.normal_logp(jnp.zeros(1), jnp.ones(1), jnp.zeros(1)), -0.5 * math.log(2 * math.pi))
-
-
-def test_init_scales_match_the_reference():
-    """Official DreamerV3 init: std = outscale / sqrt(fan_in), the fan-in of a block layer being its
-    whole input (blocks x (deter / blocks + 3 x hidden) for the first GRU layer). size1m: deter 512,
-    hidden 64, 8 blocks, policy units 64 with outscale 0.01."""
-    import gymnasium
-
-    from dreamer_live import config
-    from dreamer_live.agent import Agent
-    from dreamer_live.envs.base import step_spaces
-
-    obs = {**step_spaces(), "vector": gymnasium.spaces.Box(-1, 1, (4,), np.float32)}
-    params = Agent(config.resolve(["size1m"]), obs, gymnasium.spaces.Discrete(3)).init(
-        jax.random.PRNGKey(0))["params"]
-    expected = {
-        ("rssm", "dynhid_0"): 1 / np.sqrt(8 * (512 // 8 + 3 * 64)),  # 0.0221 (per-block fan-in: 0.0625)
-        ("rssm", "dyngru"): 1 / np.sqrt(512),
-        ("actor", "Dense_0"): 0.01 / np.sqrt(64),  # 0.00125 (outscale inside the sqrt: 0.0125)
-    }
-    for (part, layer), std in expected.items():
-        kernel = np.asarray(params[part]["params"][layer]["kernel"])
-        assert np.std(kernel) == pytest.approx(std, rel=0.05), (part, layer)

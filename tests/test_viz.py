@@ -24,6 +24,7 @@ OVERRIDES = {
     "agent.rssm.classes": 4, "agent.rssm.blocks": 4,
     "agent.enc.depth": 4, "agent.enc.mults": [2, 3], "agent.enc.minres": 8, "agent.enc.units": 32,
     "agent.dec.depth": 4, "agent.dec.mults": [2, 3], "agent.dec.minres": 8, "agent.dec.units": 32,
+    "agent.dec.bspace": 4,
     "agent.reward_head.units": 32, "agent.reward_head.bins": 31, "agent.cont_head.units": 32,
     "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
     "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from dreamer_live.agent import dists, rssm as rssmlib
-from dreamer_live.agent.nets import Decoder, Encoder, Head
+from dreamer_live.agent.nets import Decoder, Encoder, Head, cnn_depths, cnn_stages
 from dreamer_live import steps
+from dreamer_live.errors import UserError
 
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
@@ -40,8 +41,16 @@ class WorldModel:
         self.rssm = rssmlib.RSSM(r.deter, r.hidden, r.stoch, r.classes, r.blocks, r.unimix,
                                  r.imglayers, r.obslayers, r.dynlayers, r.absolute, **common)
         shapes = {k: tuple(obs_space[k].shape) for k in self.image_keys + self.vector_keys}
+        if self.image_keys and d.bspace:
+            stages = cnn_stages(shapes[self.image_keys[0]][:2], d.minres)
+            channels = cnn_depths(d.depth, tuple(d.mults), stages)[-1] if stages else d.bspace
+            if r.deter % d.bspace or channels % d.bspace:
+                raise UserError(
+                    f"agent.dec.bspace {d.bspace} must divide agent.rssm.deter ({r.deter}) and the "
+                    f"decoder's low-res depth ({channels}: agent.dec.depth x the multiplier of "
+                    f"its last stage); pick a common divisor, or 0 for one dense projection")
         self.dec = Decoder(tuple((k, shapes[k]) for k in self.image_keys),
-                           tuple((k, shapes[k]) for k in self.vector_keys),
+                           tuple((k, shapes[k]) for k in self.vector_keys), r.deter, d.bspace,
                            d.depth, tuple(d.mults), d.kernel, d.strided, d.layers, d.units,
                            d.sigmoid, d.minres, d.outer_patch, **common)
         h = cfg.reward_head
