@@ -69,9 +69,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=64, help="autoencoder frames per step (default 64)")
     p.add_argument("--lr", type=float, default=1e-3, help="autoencoder Adam learning rate (default 1e-3)")
     p.add_argument("--bottleneck", type=int, default=256, help="autoencoder bottleneck units (default 256)")
-    p.add_argument("--latent", choices=("dense", "categorical"), default="dense",
-                   help="autoencoder bottleneck: dense units, or the RSSM's sampled one-hot categoricals "
-                        "(agent.rssm.stoch x classes, unimix, straight-through) with no KL (default dense)")
+    p.add_argument("--latent", choices=("dense", "categorical", "probs"), default="dense",
+                   help="autoencoder bottleneck: dense units, the RSSM's sampled one-hot categoricals "
+                        "(agent.rssm.stoch x classes, unimix, straight-through) with no KL, or their "
+                        "probabilities unsampled (default dense)")
     p.add_argument("--every", type=int, default=250, help="steps between reports (default 250)")
     args, rest = p.parse_known_args(argv)
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
@@ -129,14 +130,16 @@ def autoencoder(args, config, image: str, spaces: dict, act_dim: int):
         def __call__(self, x):
             token = wm.enc.clone(parent=self, name="enc")({image: x})
             z = Dense(args.bottleneck, config.agent.norm, config.agent.act)(token)
-            if args.latent == "categorical":
+            if args.latent != "dense":
                 r = config.agent.rssm
                 logits = nn.Dense(r.stoch * r.classes)(z).reshape(-1, r.stoch, r.classes)
-                z = dists.onehot_sample(self.make_rng("sample"), dists.unimix_logits(logits, r.unimix))
+                logits = dists.unimix_logits(logits, r.unimix)
+                z = (jax.nn.softmax(logits) if args.latent == "probs"
+                     else dists.onehot_sample(self.make_rng("sample"), logits))
                 z = z.reshape(len(x), -1)
             # The bottleneck in the decoder's place of the RSSM state: dense units as deter (its
             # block-split input), categoricals as stoch.
-            deter = 0 if args.latent == "categorical" else args.bottleneck
+            deter = args.bottleneck if args.latent == "dense" else 0
             return wm.dec.clone(parent=self, name="dec", deter=deter)(z)[image]
 
     model = AutoEncoder()
