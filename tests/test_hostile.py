@@ -337,7 +337,6 @@ def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_sho
     once, though it opens no window (a launcher script also exits at once, leaving its game starting)."""
     import shlex
 
-    from conftest import poll
     from live_fixtures import start_xvfb
 
     from dreamer_live.config import dump_yaml, read_yaml
