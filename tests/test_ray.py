@@ -8,6 +8,7 @@ checkpoint written, exit 0), and no process of the run is left behind.
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -65,23 +66,76 @@ def streams(logdir) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
-    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
-    out = open(tmp_path / "run.out", "w+")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir), "--configs", "debug",
-         "--run.quiet", "true", "--run.video_every", "0", "--learner.nice", "0",
-         "--ray.address", "local", "--ray.actors", str(ACTORS), "--ray.outbox", str(outbox)],
-        cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"))
-    seen: set[int] = set()
+def start(tmp_path, name: str, module: str, *args: str, **env):
+    """`python -m dreamer_live.<module> --configs debug ARGS` in its own process group, its output in
+    tmp_path/<name>.out; return (the process, its output file, a function reading that output)."""
+    path = tmp_path / f"{name}.out"
+    out = open(path, "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"dreamer_live.{module}", "--configs", "debug", "--run.quiet", "true",
+         *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", **env))
 
     def text() -> str:
         if not out.closed:
             out.flush()
-        return (tmp_path / "run.out").read_text()
+        return path.read_text()
+    return proc, out, text
+
+
+def stop(proc, out, timeout: float = 90) -> int:
+    """Ctrl-C to the process group (as a terminal sends it); its exit status (SIGKILL if it hangs)."""
+    try:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.close()
+
+
+def replay_steps(logdir) -> dict[str, int]:
+    """Writer id -> the steps of its chunks in DIR/replay."""
+    found: dict[str, int] = {}
+    for name in list_chunks(logdir / "replay").values():
+        writer = name.stream.rsplit("_", 1)[0]
+        found[writer] = found.get(writer, 0) + name.length
+    return found
+
+
+def listening(pids) -> set[str]:
+    """The addresses on which the processes `pids` listen for TCP connections (IPv4 and IPv6)."""
+    import ipaddress
+
+    inodes = set()
+    for pid in pids:
+        try:
+            inodes.update(os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            continue
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in pathlib.Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and f"socket:[{fields[9]}]" in inodes:  # LISTEN
+                raw = bytes.fromhex(fields[1].split(":")[0])
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # host order
+                ip = ipaddress.ip_address(raw)
+                found.add(str(getattr(ip, "ipv4_mapped", None) or ip))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    run, out, text = start(
+        tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+        "--learner.nice", "0", "--ray.address", "local", "--ray.actors", str(ACTORS),
+        "--ray.outbox", str(outbox))
+    seen: set[int] = set()
 
     def running(what, predicate, timeout):
         def check():
@@ -115,13 +169,8 @@ def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
             ticks(logdir, k, killed) and ticks(logdir, k, killed)[-1]["actor/policy_version"] >= 2
             for k in range(ACTORS)), 30)
         seen.update(descendants(run.pid))
-        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        code = run.wait(timeout=90)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-        out.close()
+        code = stop(run, out)
     log = text()
     assert code == 0, log[-4000:]
     for k in range(ACTORS):
@@ -210,3 +259,61 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
         transport.use_ray(None)
         sink.close()
         source.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_an_actor_joins_by_hand_and_leaves_with_all_it_played(tmp_path):
+    """`run --ray.address local` says where its cluster is (listening on loopback only); an actor
+    started by hand with that address and its own --actor.id attaches to the learner's Hub, gets
+    trained parameters and ships its chunks; Ctrl-C makes it leave with every step it played in
+    DIR/replay while the run goes on; then the run stops cleanly with every step of its actor."""
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    run, run_out, run_text = start(
+        tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+        "--learner.nice", "0", "--ray.address", "local", "--ray.actors", "1",
+        "--ray.outbox", str(outbox))
+    joined = None
+    try:
+        address = poll("the run's join hint", lambda: re.search(
+            r"More actors join with: RAY_AUTH_MODE=token python -m dreamer_live\.actor .*"
+            r"--ray\.address (127\.0\.0\.1:\d+) ", run_text()), 60, interval=0.2).group(1)
+        # Ray does not send this machine's token to an address given explicitly unless told to
+        joined, joined_out, joined_text = start(
+            tmp_path, "joined", "actor", "--logdir", str(logdir), "--ray.address", address,
+            "--actor.id", "5", "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
+        poll("actor 5 ticking on a trained version", lambda: [
+            r for r in ticks(logdir, 5) if r["actor/policy_version"] >= 2], 100, interval=0.5)
+        assert {r["actor/pid"] for r in ticks(logdir, 5)} == {joined.pid}
+        cluster = descendants(run.pid)
+        assert {r["actor/pid"] for r in ticks(logdir, 0)} <= cluster  # the Ray actor: in the cluster
+        addresses = listening(cluster | {run.pid})
+        assert addresses and addresses <= {"127.0.0.1"}, addresses
+        assert "actor 5: joined the Ray cluster at" in joined_text()
+        code = stop(joined, joined_out)
+        assert code == 0, joined_text()[-3000:]
+        assert "actor 5: stopped (SIGINT)" in joined_text()
+        assert replay_steps(logdir)["5"] == ticks(logdir, 5)[-1]["step"]  # every step it played
+        assert not list((outbox / "actor5").glob("*.npz"))
+        began = time.time()
+        poll("actor 0 ticking on after actor 5 left", lambda: ticks(logdir, 0, began), 10)
+    finally:
+        if joined is not None and joined.poll() is None:
+            stop(joined, joined_out)
+        code = stop(run, run_out)
+    assert code == 0, run_text()[-4000:]
+    assert replay_steps(logdir)["0"] == ticks(logdir, 0)[-1]["step"]
+
+
+@pytest.mark.parametrize("address, error", [
+    ("local", r"actor: error: an actor joins a running learner's cluster: --ray\.address auto or "
+              r"HOST:PORT \(local starts a private one, for python -m dreamer_live\.run\)"),
+    ("127.0.0.1:1", r"actor: error: cannot join the Ray cluster at 127\.0\.0\.1:1: nothing answers "
+                    r"there \(Connection refused\)")])
+def test_an_actor_that_cannot_join_says_so_in_one_line(tmp_path, address, error):
+    from test_cli_errors import assert_one_line_error, command
+
+    result = command("dreamer_live.actor", "--logdir", tmp_path, "--configs", "debug",
+                     "--ray.address", address)
+    assert result.returncode == 2
+    assert_one_line_error(result, error)
