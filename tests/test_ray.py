@@ -262,18 +262,25 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_an_actor_joins_by_hand_and_leaves_with_all_it_played(tmp_path):
+@pytest.mark.timeout(240)
+def test_an_actor_joins_by_hand_and_nothing_is_lost_when_the_learner_restarts(tmp_path):
     """`run --ray.address local` says where its cluster is (listening on loopback only); an actor
     started by hand with that address and its own --actor.id attaches to the learner's Hub, gets
-    trained parameters and ships its chunks; Ctrl-C makes it leave with every step it played in
-    DIR/replay while the run goes on; then the run stops cleanly with every step of its actor."""
+    trained parameters and ships its chunks. The learner's process is SIGKILLed: Ray restarts it, it
+    resumes from its checkpoint and publishes on, while both actors tick on without a pause. Ctrl-C
+    makes the hand-started actor leave and the run goes on; then the run stops cleanly; every step
+    each actor played is in DIR/replay."""
     logdir, outbox = tmp_path / "run", tmp_path / "outbox"
     run, run_out, run_text = start(
         tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
-        "--learner.nice", "0", "--ray.address", "local", "--ray.actors", "1",
-        "--ray.outbox", str(outbox))
+        "--learner.nice", "0", "--run.checkpoint_every", "0.05", "--ray.address", "local",
+        "--ray.actors", "1", "--ray.outbox", str(outbox))
     joined = None
+
+    def learner(since=0.0):
+        return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", "learner")
+                if r.get("learner/updates_per_s") and r["time"] >= since]
+
     try:
         address = poll("the run's join hint", lambda: re.search(
             r"More actors join with: RAY_AUTH_MODE=token python -m dreamer_live\.actor .*"
@@ -286,10 +293,29 @@ def test_an_actor_joins_by_hand_and_leaves_with_all_it_played(tmp_path):
             r for r in ticks(logdir, 5) if r["actor/policy_version"] >= 2], 100, interval=0.5)
         assert {r["actor/pid"] for r in ticks(logdir, 5)} == {joined.pid}
         cluster = descendants(run.pid)
-        assert {r["actor/pid"] for r in ticks(logdir, 0)} <= cluster  # the Ray actor: in the cluster
+        pids = {k: {r["actor/pid"] for r in ticks(logdir, k)} for k in (0, 5)}
+        assert pids[0] <= cluster and len(pids[0]) == 1  # the Ray actor: in the cluster
         addresses = listening(cluster | {run.pid})
         assert addresses and addresses <= {"127.0.0.1"}, addresses
         assert "actor 5: joined the Ray cluster at" in joined_text()
+
+        poll("a checkpoint", lambda: list((logdir / "checkpoint").glob("state_*.msgpack")), 30)
+        old = learner()[-1]["learner/pid"]
+        os.kill(old, signal.SIGKILL)
+        killed = time.time()
+        version = max(ticks(logdir, k)[-1]["actor/policy_version"] for k in (0, 5))
+        back = poll("the learner restarted by Ray, training again", lambda: [
+            r for r in learner(killed) if r["learner/pid"] != old], 120, interval=0.5)[0]
+        assert re.search(r"learner: resumed from .* at [1-9]\d* updates", run_text())
+        for k in (0, 5):  # neither actor paused while the learner was away, nor was restarted
+            poll(f"actor {k} ticking past the learner's return",
+                 lambda k=k: ticks(logdir, k, back["time"]), 10)
+            times = [killed] + [r["time"] for r in ticks(logdir, k, killed)]
+            assert max(np.diff(times)) < 3, (k, np.diff(times))  # a ticks line every second
+            assert {r["actor/pid"] for r in ticks(logdir, k)} == pids[k]
+            poll(f"actor {k} on a version the restarted learner published", lambda k=k: (
+                ticks(logdir, k)[-1]["actor/policy_version"] > version), 30, interval=0.5)
+
         code = stop(joined, joined_out)
         assert code == 0, joined_text()[-3000:]
         assert "actor 5: stopped (SIGINT)" in joined_text()
