@@ -66,7 +66,7 @@ def connect(address: str, num_cpus: int = 0, log_to_driver: bool = True):
     """Start a private cluster (local: loopback only, num_cpus) or join the running one at `address`
     (auto or HOST:PORT); return (ray, the connection's context)."""
     host, _, port = address.rpartition(":")
-    loopback = address == "local" or host in ("localhost", "::1") or host.startswith("127.")
+    loopback = address == "local" or host in ("localhost", "127.0.0.1", "::1")
     # Ray turns a loopback address into this machine's network one unless told it is one machine
     os.environ.update(LOCAL_ENV if loopback else {k: v for k, v in LOCAL_ENV.items()
                                                   if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"})

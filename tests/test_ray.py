@@ -343,3 +343,140 @@ def test_an_actor_that_cannot_join_says_so_in_one_line(tmp_path, address, error)
                      "--ray.address", address)
     assert result.returncode == 2
     assert_one_line_error(result, error)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports free on the loopback address now (the kernel's picks)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def raylet(tmp: pathlib.Path, out: pathlib.Path, ip: str, cpus: int, head: str = ""):
+    """`ray start --block` for one node at loopback address `ip` (127.0.0.2, ...: nodes with addresses
+    of their own, as on two machines), every port given (none of Ray's defaults, which other clusters
+    on this machine may hold), in its own process group; a head when `head` is "", else a node joining
+    the head at that address (Ray's files in `tmp`, its output in `out`). Returns (the process, its
+    GCS port for a head)."""
+    ports = free_ports(15)
+    args = ["--node-ip-address", ip, "--num-cpus", str(cpus), "--block",
+            "--object-store-memory", str(100 * 2 ** 20), "--disable-usage-stats", "--node-manager-port", str(ports[0]),
+            "--object-manager-port", str(ports[1]), "--metrics-export-port", str(ports[2]),
+            "--dashboard-agent-listen-port", str(ports[3]),
+            "--dashboard-agent-grpc-port", str(ports[4]), "--runtime-env-agent-port", str(ports[5]),
+            "--worker-port-list", ",".join(map(str, ports[6:13]))]
+    if head:
+        args += ["--address", head]
+    else:
+        args += ["--head", "--port", str(ports[13]), "--include-dashboard", "false",
+                 "--dashboard-port", str(ports[14]),
+                 "--temp-dir", str(tmp)]
+    out = open(out, "w")
+    proc = subprocess.Popen(
+        [str(pathlib.Path(sys.executable).parent / "ray"), "start", *args], cwd=REPO, stdout=out,
+        stderr=subprocess.STDOUT, process_group=0,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0",
+                 PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])))
+    out.close()
+    return proc, ports[13]
+
+
+def stop_raylet(proc) -> None:
+    """Stop a `ray start --block` by its pid (SIGTERM), then whatever of its group is left."""
+    tree = descendants(proc.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in [proc.pid, *tree]:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_run_joins_a_two_node_cluster_and_data_crosses_nodes(tmp_path):
+    """Two raylets on this machine (`ray start --head` and `ray start --address`, every port given),
+    the head with 1 CPU, the other with 2: `run --ray.address HOST:PORT --ray.actors 2` joins them, the
+    Hub and the learner on the run's node and an actor on the other one, so chunks and parameters
+    cross nodes; a second run on the same cluster is refused in one line; Ctrl-C stops the run's
+    processes and leaves the cluster's running."""
+    import shutil
+    import socket
+    import tempfile
+
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    temp = pathlib.Path(tempfile.mkdtemp(prefix="dlr", dir="/tmp"))  # Ray's socket paths are short
+    nodes, run = [], None
+    try:
+        head, port = raylet(temp / "ray", tmp_path / "head.out", "127.0.0.2", 1)
+        nodes.append(head)
+        address = f"127.0.0.2:{port}"
+
+        def up():
+            for node, name in zip(nodes, ("head", "node2")):
+                if node.poll() is not None:
+                    pytest.fail(f"{name} exited:\n{(tmp_path / f'{name}.out').read_text()[-3000:]}")
+            return True
+
+        def listens():
+            up()
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.2", port)) == 0
+        poll("the head's GCS", listens, 60, interval=0.2)
+        nodes.append(raylet(temp / "ray", tmp_path / "node2.out", "127.0.0.3", 2,
+                            head=address)[0])
+        run, run_out, run_text = start(
+            tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+            "--learner.nice", "0", "--ray.address", address, "--ray.actors", "2",
+            "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
+        poll("both actors on a trained version", lambda: up() and all(
+            ticks(logdir, k) and ticks(logdir, k)[-1]["actor/policy_version"] >= 2 for k in (0, 1)),
+            150, interval=0.5)
+        poll("chunks of both actors in DIR/replay", lambda: len(replay_steps(logdir)) == 2, 30)
+        trees = [descendants(node.pid) for node in nodes]
+
+        def node_of(pid):
+            return [i for i, tree in enumerate(trees) if pid in tree]
+
+        learner = metricslib.read_lines(logdir / "metrics.jsonl", "learner")[-1]["learner/pid"]
+        actors = {ticks(logdir, k)[-1]["actor/pid"] for k in (0, 1)}
+        assert len(node_of(learner)) == 1 and all(len(node_of(p)) == 1 for p in actors)
+        assert {node_of(p)[0] for p in actors} - set(node_of(learner)), "no actor on the other node"
+        assert "on the Ray cluster joined at" in run_text()
+
+        second = subprocess.run(
+            [sys.executable, "-m", "dreamer_live.run", "--logdir", str(tmp_path / "second"),
+             "--configs", "debug", "--ray.address", address], cwd=REPO, capture_output=True,
+            text=True, timeout=60, env=dict(os.environ, RAY_AUTH_MODE="token"))
+        assert second.returncode == 2, second.stderr
+        assert "already runs a dreamer_live learner" in second.stderr.strip().splitlines()[-1]
+
+        code = stop(run, run_out)
+        assert code == 0, run_text()[-4000:]
+        poll("the run's learner and actors gone", lambda: not [
+            p for p in actors | {learner} if alive(p)], 30)
+        assert all(node.poll() is None for node in nodes), "the cluster went with the run"
+        assert replay_steps(logdir) == {str(k): ticks(logdir, k)[-1]["step"] for k in (0, 1)}
+    finally:
+        try:
+            if run is not None and run.poll() is None:
+                stop(run, run_out)
+        finally:
+            everything = set().union(*(descendants(node.pid) | {node.pid} for node in nodes))
+            for node in reversed(nodes):
+                stop_raylet(node)
+            shutil.rmtree(temp, ignore_errors=True)
+    poll("every process of the cluster gone", lambda: not [p for p in everything if alive(p)], 30)
