@@ -302,9 +302,22 @@ def _fmt(value) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.actor --logdir DIR --configs PRESET..."""
     p = cli.parser("python -m dreamer_live.actor",
-                   "Play a game in real time into DIR/replay with the learner's latest policy.")
+                   "Play a game in real time into DIR/replay with the learner's latest policy "
+                   "(--ray.address HOST:PORT: join a running learner's Ray cluster instead).")
     args, config = cli.parse(p, argv)
-    return run_actor(config, args.logdir)
+    if not config.ray.address:
+        return run_actor(config, args.logdir)
+    from dreamer_live import rayrun
+
+    where = rayrun.attach(config, args.logdir)  # a hand-started actor joining a running learner
+    print(f"actor {config.actor.id}: joined the Ray cluster at {where}; Ctrl-C ships what it has "
+          "and leaves", flush=True)
+    try:
+        return run_actor(config, args.logdir)
+    finally:
+        import ray
+
+        ray.shutdown()
 
 
 if __name__ == "__main__":

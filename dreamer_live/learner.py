@@ -9,6 +9,7 @@ folder (another run's) until run.steps updates.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import threading
 import time
@@ -30,7 +31,8 @@ class Learner:
         self.config, self.logdir, self.replay_dir, self.offline = config, logdir, replay_dir, offline
         # given: set by whoever runs this loop on a thread of its own
         self.stop = stop if stop is not None else StopFlag("learner").install()
-        self.logger = Logger(logdir, "learner", quiet=config.run.quiet)
+        self.logger = Logger(logdir, "learner", quiet=config.run.quiet,
+                             fields={"learner/pid": os.getpid()})
         self.updates = 0
         self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
         self.meta: dict = {}

@@ -1,7 +1,9 @@
-"""The Ray launcher: `python -m dreamer_live.run --ray.address local --ray.actors N`.
+"""The Ray launcher: `python -m dreamer_live.run --ray.address local|auto|HOST:PORT --ray.actors N`,
+and an actor joining a running learner by hand (`python -m dreamer_live.actor --ray.address HOST:PORT`).
 
 `local` starts a private Ray cluster on this machine, listening on the loopback address only, and tears
-it down on exit. In it run the Hub (dreamer_live/raylink.py: chunks into DIR/replay, the newest
+it down on exit; `auto` or HOST:PORT joins a running cluster (one run per cluster), whose own processes
+stay. In it run the Hub (dreamer_live/raylink.py: chunks into DIR/replay, the newest
 parameters), the learner and N actors, each a Ray actor running the ordinary loop (learner.Learner,
 actor.run_actor) with its transport ends routed through Ray; actor k plays its own env as writer id
 actor.id + k. Ray restarts a process that dies (ray.max_restarts) and runs the loop again: an actor
@@ -18,6 +20,7 @@ import math
 import os
 import pathlib
 import signal
+import socket
 import sys
 import time
 
@@ -26,7 +29,8 @@ from dreamer_live.errors import UserError
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import StopFlag
 
-ADDRESSES = ("local",)
+AUTH_ENV = "RAY_AUTH_MODE"  # token: send this machine's Ray token (Ray never does for an address given)
+JOIN_TIMEOUT_S = 5.0  # to reach a cluster's head before joining it
 # Set before Ray is imported, inherited by every process of the cluster: node addresses are the loopback
 # one (Ray's own mode for one-machine clusters on Windows and macOS), and no usage report.
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
@@ -43,13 +47,84 @@ def require_ray():
     return ray
 
 
+def check_address(address: str) -> str:
+    """`address` if it is local, auto or HOST:PORT; else a UserError."""
+    host, _, port = address.rpartition(":")
+    if address in ("local", "auto") or (host and port.isdigit() and 0 < int(port) < 65536):
+        return address
+    raise UserError(f"ray.address {address!r} is none of local (a private cluster on this machine), "
+                    "auto (the running cluster this machine belongs to) or HOST:PORT (a running "
+                    "cluster's head)")
+
+
 def local_cluster(num_cpus: int):
     """Start a private Ray cluster on this machine, on the loopback address only; return ray."""
-    os.environ.update(LOCAL_ENV)
+    return connect("local", num_cpus)[0]
+
+
+def connect(address: str, num_cpus: int = 0, log_to_driver: bool = True):
+    """Start a private cluster (local: loopback only, num_cpus) or join the running one at `address`
+    (auto or HOST:PORT); return (ray, the connection's context)."""
+    host, _, port = address.rpartition(":")
+    loopback = address == "local" or host in ("localhost", "127.0.0.1", "::1")
+    # Ray turns a loopback address into this machine's network one unless told it is one machine
+    os.environ.update(LOCAL_ENV if loopback else {k: v for k, v in LOCAL_ENV.items()
+                                                  if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"})
     ray = require_ray()
-    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace="dreamer_live",
-             log_to_driver=True)
-    return ray
+    if address == "local":
+        return ray, ray.init(num_cpus=num_cpus, include_dashboard=False, namespace="dreamer_live",
+                             log_to_driver=log_to_driver)
+    if host:  # Ray itself would retry an address where nothing listens for minutes
+        try:
+            socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+        except OSError as e:
+            raise UserError(f"cannot join the Ray cluster at {address}: nothing answers there "
+                            f"({e.strerror or type(e).__name__}); start its head with ray start "
+                            "--head, or give its address") from None
+    try:
+        return ray, ray.init(address=address, namespace="dreamer_live", log_to_driver=log_to_driver)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        token = "" if os.environ.get(AUTH_ENV, "").lower() == "token" else (
+            f" (a cluster with token authentication, Ray's default, needs {AUTH_ENV}=token and its "
+            "token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
+        raise UserError(f"cannot join the Ray cluster at {address}: "
+                        f"{str(e).strip().splitlines()[0][:300]}{token}") from None
+
+
+def describe(context) -> str:
+    """Where the cluster is (its address), and its dashboard when it has one."""
+    dashboard = context.dashboard_url
+    return context.address_info["gcs_address"] + (f" (Ray dashboard http://{dashboard})"
+                                                  if dashboard else "")
+
+
+def hub_exists(ray) -> bool:
+    """Whether a run's Hub (raylink.HUB_NAME) lives in the connected cluster."""
+    from dreamer_live import raylink
+
+    try:
+        ray.get_actor(raylink.HUB_NAME)
+    except ValueError:
+        return False
+    return True
+
+
+def attach(config, logdir: pathlib.Path) -> str:
+    """Join this (hand-started) actor's process to a running learner's cluster: its transport ends
+    go through Ray from now on; return where it joined."""
+    address = check_address(config.ray.address)
+    if address == "local":
+        raise UserError("an actor joins a running learner's cluster: --ray.address auto or HOST:PORT "
+                        "(local starts a private one, for python -m dreamer_live.run)")
+    ray, context = connect(address, log_to_driver=False)
+    from dreamer_live import raylink, transport
+
+    transport.use_ray(raylink.Link(logdir))
+    where = describe(context)
+    if not hub_exists(ray):
+        print(f"actor {config.actor.id}: no learner on the Ray cluster at {where} yet; playing on, "
+              "its chunks wait in the outbox until one starts", flush=True)
+    return where
 
 
 class Worker:
@@ -93,24 +168,33 @@ class RayRun:
         self.workers: dict = {}
 
     def start(self) -> None:
-        """A private local cluster with the Hub, the learner and ray.actors actors in it."""
+        """A private local cluster, or the running one joined, with the Hub and the learner on this
+        machine (the logdir's) and ray.actors actors wherever Ray places them."""
         os.environ[NO_STATUS_ENV] = "1"  # the launcher draws the one status line
         cfg = self.config.ray
-        ray = local_cluster(max(os.cpu_count() or 1,
-                                math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
+        ray, context = connect(cfg.address, max(os.cpu_count() or 1,
+                                                math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
+        self.where = describe(context)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         from dreamer_live import raylink
 
+        if hub_exists(ray):
+            raise UserError(f"the Ray cluster at {self.where} already runs a dreamer_live learner "
+                            f"(its {raylink.HUB_NAME}); one run per cluster")
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
-        self.hub = ray.remote(raylink.Hub).options(name=raylink.HUB_NAME, num_cpus=0, max_restarts=-1,
-                                              max_task_retries=-1).remote(str(self.logdir))
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.hub = ray.remote(raylink.Hub).options(
+            name=raylink.HUB_NAME, num_cpus=0, max_restarts=-1, max_task_retries=-1,
+            scheduling_strategy=here).remote(str(self.logdir))
         remote = ray.remote(Worker)
         restarts = dict(max_restarts=cfg.max_restarts, max_task_retries=cfg.max_restarts,
                         max_concurrency=2)  # run() on one thread, stop() on the other
         plain = self.config.to_dict()
         self.workers["learner"] = remote.options(
-            num_cpus=cfg.learner_cpus, num_gpus=cfg.learner_gpus, **restarts).remote(
-            "learner", plain, str(self.logdir))
+            num_cpus=cfg.learner_cpus, num_gpus=cfg.learner_gpus, scheduling_strategy=here,
+            **restarts).remote("learner", plain, str(self.logdir))
         for k in range(cfg.actors):
             writer_id = self.config.actor.id + k
             own = self.config.update({"actor.id": writer_id}).to_dict()
@@ -179,7 +263,8 @@ class RayRun:
             worker.stop.remote(reason)
 
     def shutdown(self) -> None:
-        """Tear the private cluster down (every process of it)."""
+        """Tear a private cluster down (every process of it); leave a joined one (its actors of this
+        run go with the connection)."""
         ray = sys.modules.get("ray")
         if ray is not None and ray.is_initialized():
             ray.shutdown()
@@ -187,14 +272,17 @@ class RayRun:
 
 def launch(config, logdir: pathlib.Path) -> int:
     """Run the learner and ray.actors actors on Ray until they end or Ctrl-C; return the exit status."""
-    if config.ray.address not in ADDRESSES:
-        raise UserError(f"ray.address {config.ray.address!r} is not supported yet: 'local' (a "
-                        "private cluster on this machine); joining a running cluster comes later")
+    address = check_address(config.ray.address)
     run = RayRun(config, logdir)
     try:
         run.start()
-        print(f"run: {config.ray.actors} actors and the learner on a private Ray cluster "
-              f"(loopback only) in {run.logdir}. Ctrl-C stops all.", flush=True)
+        kind = ("a private Ray cluster (loopback only)" if address == "local"
+                else "the Ray cluster joined")
+        token = f"{AUTH_ENV}=token " if os.environ.get(AUTH_ENV, "").lower() == "token" else ""
+        print(f"run: {config.ray.actors} actors and the learner on {kind} at {run.where}, in "
+              f"{run.logdir}. More actors join with: {token}python -m dreamer_live.actor --logdir "
+              f"{run.logdir} --ray.address {run.where.split()[0]} --actor.id K. Ctrl-C stops all.",
+              flush=True)
         return run.watch()
     finally:
         run.shutdown()

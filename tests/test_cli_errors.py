@@ -190,8 +190,8 @@ def test_ray_without_the_extra_is_one_line(tmp_path):
                                   r"pip install -e '\.\[ray\]'")
 
 
-def test_ray_address_not_supported_yet_is_one_line(tmp_path):
+def test_ray_address_not_an_address_is_one_line(tmp_path):
     result = command("dreamer_live.run", "--logdir", tmp_path, "--configs", "debug",
-                     "--ray.address", "auto")
+                     "--ray.address", "nowhere")
     assert result.returncode == 2
-    assert_one_line_error(result, r"ray\.address 'auto' is not supported yet: 'local'")
+    assert_one_line_error(result, r"ray\.address 'nowhere' is none of local .*, auto .* or HOST:PORT")

@@ -8,6 +8,7 @@ checkpoint written, exit 0), and no process of the run is left behind.
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -65,23 +66,76 @@ def streams(logdir) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
-    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
-    out = open(tmp_path / "run.out", "w+")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir), "--configs", "debug",
-         "--run.quiet", "true", "--run.video_every", "0", "--learner.nice", "0",
-         "--ray.address", "local", "--ray.actors", str(ACTORS), "--ray.outbox", str(outbox)],
-        cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"))
-    seen: set[int] = set()
+def start(tmp_path, name: str, module: str, *args: str, **env):
+    """`python -m dreamer_live.<module> --configs debug ARGS` in its own process group, its output in
+    tmp_path/<name>.out; return (the process, its output file, a function reading that output)."""
+    path = tmp_path / f"{name}.out"
+    out = open(path, "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"dreamer_live.{module}", "--configs", "debug", "--run.quiet", "true",
+         *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", **env))
 
     def text() -> str:
         if not out.closed:
             out.flush()
-        return (tmp_path / "run.out").read_text()
+        return path.read_text()
+    return proc, out, text
+
+
+def stop(proc, out, timeout: float = 90) -> int:
+    """Ctrl-C to the process group (as a terminal sends it); its exit status (SIGKILL if it hangs)."""
+    try:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.close()
+
+
+def replay_steps(logdir) -> dict[str, int]:
+    """Writer id -> the steps of its chunks in DIR/replay."""
+    found: dict[str, int] = {}
+    for name in list_chunks(logdir / "replay").values():
+        writer = name.stream.rsplit("_", 1)[0]
+        found[writer] = found.get(writer, 0) + name.length
+    return found
+
+
+def listening(pids) -> set[str]:
+    """The addresses on which the processes `pids` listen for TCP connections (IPv4 and IPv6)."""
+    import ipaddress
+
+    inodes = set()
+    for pid in pids:
+        try:
+            inodes.update(os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            continue
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in pathlib.Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and f"socket:[{fields[9]}]" in inodes:  # LISTEN
+                raw = bytes.fromhex(fields[1].split(":")[0])
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # host order
+                ip = ipaddress.ip_address(raw)
+                found.add(str(getattr(ip, "ipv4_mapped", None) or ip))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    run, out, text = start(
+        tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+        "--learner.nice", "0", "--ray.address", "local", "--ray.actors", str(ACTORS),
+        "--ray.outbox", str(outbox))
+    seen: set[int] = set()
 
     def running(what, predicate, timeout):
         def check():
@@ -115,13 +169,8 @@ def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
             ticks(logdir, k, killed) and ticks(logdir, k, killed)[-1]["actor/policy_version"] >= 2
             for k in range(ACTORS)), 30)
         seen.update(descendants(run.pid))
-        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        code = run.wait(timeout=90)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-        out.close()
+        code = stop(run, out)
     log = text()
     assert code == 0, log[-4000:]
     for k in range(ACTORS):
@@ -210,3 +259,224 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
         transport.use_ray(None)
         sink.close()
         source.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_an_actor_joins_by_hand_and_nothing_is_lost_when_the_learner_restarts(tmp_path):
+    """`run --ray.address local` says where its cluster is (listening on loopback only); an actor
+    started by hand with that address and its own --actor.id attaches to the learner's Hub, gets
+    trained parameters and ships its chunks. The learner's process is SIGKILLed: Ray restarts it, it
+    resumes from its checkpoint and publishes on, while both actors tick on without a pause. Ctrl-C
+    makes the hand-started actor leave and the run goes on; then the run stops cleanly; every step
+    each actor played is in DIR/replay."""
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    run, run_out, run_text = start(
+        tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+        "--learner.nice", "0", "--run.checkpoint_every", "0.05", "--ray.address", "local",
+        "--ray.actors", "1", "--ray.outbox", str(outbox))
+    joined = None
+
+    def learner(since=0.0):
+        return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", "learner")
+                if r.get("learner/updates_per_s") and r["time"] >= since]
+
+    try:
+        address = poll("the run's join hint", lambda: re.search(
+            r"More actors join with: RAY_AUTH_MODE=token python -m dreamer_live\.actor .*"
+            r"--ray\.address (127\.0\.0\.1:\d+) ", run_text()), 60, interval=0.2).group(1)
+        # Ray does not send this machine's token to an address given explicitly unless told to
+        joined, joined_out, joined_text = start(
+            tmp_path, "joined", "actor", "--logdir", str(logdir), "--ray.address", address,
+            "--actor.id", "5", "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
+        poll("actor 5 ticking on a trained version", lambda: [
+            r for r in ticks(logdir, 5) if r["actor/policy_version"] >= 2], 100, interval=0.5)
+        assert {r["actor/pid"] for r in ticks(logdir, 5)} == {joined.pid}
+        cluster = descendants(run.pid)
+        pids = {k: {r["actor/pid"] for r in ticks(logdir, k)} for k in (0, 5)}
+        assert pids[0] <= cluster and len(pids[0]) == 1  # the Ray actor: in the cluster
+        addresses = listening(cluster | {run.pid})
+        assert addresses and addresses <= {"127.0.0.1"}, addresses
+        assert "actor 5: joined the Ray cluster at" in joined_text()
+
+        poll("a checkpoint", lambda: list((logdir / "checkpoint").glob("state_*.msgpack")), 30)
+        old = learner()[-1]["learner/pid"]
+        os.kill(old, signal.SIGKILL)
+        killed = time.time()
+        version = max(ticks(logdir, k)[-1]["actor/policy_version"] for k in (0, 5))
+        back = poll("the learner restarted by Ray, training again", lambda: [
+            r for r in learner(killed) if r["learner/pid"] != old], 120, interval=0.5)[0]
+        assert re.search(r"learner: resumed from .* at [1-9]\d* updates", run_text())
+        for k in (0, 5):  # neither actor paused while the learner was away, nor was restarted
+            poll(f"actor {k} ticking past the learner's return",
+                 lambda k=k: ticks(logdir, k, back["time"]), 10)
+            times = [killed] + [r["time"] for r in ticks(logdir, k, killed)]
+            assert max(np.diff(times)) < 3, (k, np.diff(times))  # a ticks line every second
+            assert {r["actor/pid"] for r in ticks(logdir, k)} == pids[k]
+            poll(f"actor {k} on a version the restarted learner published", lambda k=k: (
+                ticks(logdir, k)[-1]["actor/policy_version"] > version), 30, interval=0.5)
+
+        code = stop(joined, joined_out)
+        assert code == 0, joined_text()[-3000:]
+        assert "actor 5: stopped (SIGINT)" in joined_text()
+        assert replay_steps(logdir)["5"] == ticks(logdir, 5)[-1]["step"]  # every step it played
+        assert not list((outbox / "actor5").glob("*.npz"))
+        began = time.time()
+        poll("actor 0 ticking on after actor 5 left", lambda: ticks(logdir, 0, began), 10)
+    finally:
+        if joined is not None and joined.poll() is None:
+            stop(joined, joined_out)
+        code = stop(run, run_out)
+    assert code == 0, run_text()[-4000:]
+    assert replay_steps(logdir)["0"] == ticks(logdir, 0)[-1]["step"]
+
+
+@pytest.mark.parametrize("address, error", [
+    ("local", r"actor: error: an actor joins a running learner's cluster: --ray\.address auto or "
+              r"HOST:PORT \(local starts a private one, for python -m dreamer_live\.run\)"),
+    ("127.0.0.1:1", r"actor: error: cannot join the Ray cluster at 127\.0\.0\.1:1: nothing answers "
+                    r"there \(Connection refused\)")])
+def test_an_actor_that_cannot_join_says_so_in_one_line(tmp_path, address, error):
+    from test_cli_errors import assert_one_line_error, command
+
+    result = command("dreamer_live.actor", "--logdir", tmp_path, "--configs", "debug",
+                     "--ray.address", address)
+    assert result.returncode == 2
+    assert_one_line_error(result, error)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports free on the loopback address now (the kernel's picks)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def raylet(tmp: pathlib.Path, out: pathlib.Path, ip: str, cpus: int, head: str = ""):
+    """`ray start --block` for one node at loopback address `ip` (127.0.0.2, ...: nodes with addresses
+    of their own, as on two machines), every port given (none of Ray's defaults, which other clusters
+    on this machine may hold), in its own process group; a head when `head` is "", else a node joining
+    the head at that address (Ray's files in `tmp`, its output in `out`). Returns (the process, its
+    GCS port for a head)."""
+    ports = free_ports(15)
+    args = ["--node-ip-address", ip, "--num-cpus", str(cpus), "--block",
+            "--object-store-memory", str(100 * 2 ** 20), "--disable-usage-stats", "--node-manager-port", str(ports[0]),
+            "--object-manager-port", str(ports[1]), "--metrics-export-port", str(ports[2]),
+            "--dashboard-agent-listen-port", str(ports[3]),
+            "--dashboard-agent-grpc-port", str(ports[4]), "--runtime-env-agent-port", str(ports[5]),
+            "--worker-port-list", ",".join(map(str, ports[6:13]))]
+    if head:
+        args += ["--address", head]
+    else:
+        args += ["--head", "--port", str(ports[13]), "--include-dashboard", "false",
+                 "--dashboard-port", str(ports[14]),
+                 "--temp-dir", str(tmp)]
+    out = open(out, "w")
+    proc = subprocess.Popen(
+        [str(pathlib.Path(sys.executable).parent / "ray"), "start", *args], cwd=REPO, stdout=out,
+        stderr=subprocess.STDOUT, process_group=0,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0",
+                 PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])))
+    out.close()
+    return proc, ports[13]
+
+
+def stop_raylet(proc) -> None:
+    """Stop a `ray start --block` by its pid (SIGTERM), then whatever of its group is left."""
+    tree = descendants(proc.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in [proc.pid, *tree]:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_run_joins_a_two_node_cluster_and_data_crosses_nodes(tmp_path):
+    """Two raylets on this machine (`ray start --head` and `ray start --address`, every port given),
+    the head with 1 CPU, the other with 2: `run --ray.address HOST:PORT --ray.actors 2` joins them, the
+    Hub and the learner on the run's node and an actor on the other one, so chunks and parameters
+    cross nodes; a second run on the same cluster is refused in one line; Ctrl-C stops the run's
+    processes and leaves the cluster's running."""
+    import shutil
+    import socket
+    import tempfile
+
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    temp = pathlib.Path(tempfile.mkdtemp(prefix="dlr", dir="/tmp"))  # Ray's socket paths are short
+    nodes, run = [], None
+    try:
+        head, port = raylet(temp / "ray", tmp_path / "head.out", "127.0.0.2", 1)
+        nodes.append(head)
+        address = f"127.0.0.2:{port}"
+
+        def up():
+            for node, name in zip(nodes, ("head", "node2")):
+                if node.poll() is not None:
+                    pytest.fail(f"{name} exited:\n{(tmp_path / f'{name}.out').read_text()[-3000:]}")
+            return True
+
+        def listens():
+            up()
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.2", port)) == 0
+        poll("the head's GCS", listens, 60, interval=0.2)
+        nodes.append(raylet(temp / "ray", tmp_path / "node2.out", "127.0.0.3", 2,
+                            head=address)[0])
+        run, run_out, run_text = start(
+            tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+            "--learner.nice", "0", "--ray.address", address, "--ray.actors", "2",
+            "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
+        poll("both actors on a trained version", lambda: up() and all(
+            ticks(logdir, k) and ticks(logdir, k)[-1]["actor/policy_version"] >= 2 for k in (0, 1)),
+            150, interval=0.5)
+        poll("chunks of both actors in DIR/replay", lambda: len(replay_steps(logdir)) == 2, 30)
+        trees = [descendants(node.pid) for node in nodes]
+
+        def node_of(pid):
+            return [i for i, tree in enumerate(trees) if pid in tree]
+
+        learner = metricslib.read_lines(logdir / "metrics.jsonl", "learner")[-1]["learner/pid"]
+        actors = {ticks(logdir, k)[-1]["actor/pid"] for k in (0, 1)}
+        assert len(node_of(learner)) == 1 and all(len(node_of(p)) == 1 for p in actors)
+        assert {node_of(p)[0] for p in actors} - set(node_of(learner)), "no actor on the other node"
+        assert "on the Ray cluster joined at" in run_text()
+
+        second = subprocess.run(
+            [sys.executable, "-m", "dreamer_live.run", "--logdir", str(tmp_path / "second"),
+             "--configs", "debug", "--ray.address", address], cwd=REPO, capture_output=True,
+            text=True, timeout=60, env=dict(os.environ, RAY_AUTH_MODE="token"))
+        assert second.returncode == 2, second.stderr
+        assert "already runs a dreamer_live learner" in second.stderr.strip().splitlines()[-1]
+
+        code = stop(run, run_out)
+        assert code == 0, run_text()[-4000:]
+        poll("the run's learner and actors gone", lambda: not [
+            p for p in actors | {learner} if alive(p)], 30)
+        assert all(node.poll() is None for node in nodes), "the cluster went with the run"
+        assert replay_steps(logdir) == {str(k): ticks(logdir, k)[-1]["step"] for k in (0, 1)}
+    finally:
+        try:
+            if run is not None and run.poll() is None:
+                stop(run, run_out)
+        finally:
+            everything = set().union(*(descendants(node.pid) | {node.pid} for node in nodes))
+            for node in reversed(nodes):
+                stop_raylet(node)
+            shutil.rmtree(temp, ignore_errors=True)
+    poll("every process of the cluster gone", lambda: not [p for p in everything if alive(p)], 30)
