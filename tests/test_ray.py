@@ -183,14 +183,19 @@ def test_local_cluster_restarts_a_killed_actor_and_stops_cleanly(tmp_path):
     poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster():
     """A private local cluster in this process, as the launcher starts it."""
     from dreamer_live import rayrun
 
+    saved = dict(os.environ)
     ray = rayrun.local_cluster(num_cpus=2)
     yield ray
     ray.shutdown()
+    # connect() sets Ray's one-machine variables in this process's environment; a `ray start` for
+    # two nodes, started later by this process, must not inherit them
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
