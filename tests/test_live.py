@@ -143,8 +143,11 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def start_child(xvfb, profile) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(profile), xvfb.name, "loop"],
+def start_child(xvfb, profile, ignore_sigint: bool = False) -> subprocess.Popen:
+    """The CHILD loop; `ignore_sigint`: started with Ctrl-C ignored, as `cmd &` in a script or nohup
+    starts it (and everything it starts: pytest run that way passes it on)."""
+    ignore = ["sh", "-c", 'trap "" INT; exec "$0" "$@"'] if ignore_sigint else []
+    return subprocess.Popen([*ignore, sys.executable, "-c", CHILD, str(profile), xvfb.name, "loop"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=xvfb.env())
 
@@ -246,22 +249,24 @@ def test_focus_loss_pause_and_stop_release_keys(xvfb, tmp_path):
             env.close()
         assert not key_down(conn, "Right")
 
-        # The stop key (in a child: it signals its own process) releases keys and stops it.
-        proc = start_child(xvfb, profile)
-        try:
-            lines = wait_for_line(proc, "holding")
-            assert eventually(lambda: key_down(conn, "Right"))
-            # Held until the child stops: the env polls its hotkeys each act/observe, and a loaded
-            # machine can stall the child longer than a short tap.
-            fake_key(conn, "F10", True)
+        # The stop key (in a child: it signals its own process) releases keys and stops it, also in
+        # a process started with SIGINT ignored (where the signal to itself is dropped).
+        for ignore_sigint in (False, True):
+            proc = start_child(xvfb, profile, ignore_sigint)
             try:
-                proc.wait(10)
+                lines = wait_for_line(proc, "holding")
+                assert eventually(lambda: key_down(conn, "Right"))
+                # Held until the child stops: the env polls its hotkeys each act/observe, and a
+                # loaded machine can stall the child longer than a short tap.
+                fake_key(conn, "F10", True)
+                try:
+                    proc.wait(10)
+                finally:
+                    fake_key(conn, "F10", False)
+                assert any("f10 pressed" in line for line in lines)
+                assert not key_down(conn, "Right")
             finally:
-                fake_key(conn, "F10", False)
-            assert any("f10 pressed" in line for line in lines)
-            assert not key_down(conn, "Right")
-        finally:
-            stop_process(proc)
+                stop_process(proc)
     conn.close()
 
 

@@ -19,6 +19,7 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
 import time
 
 import gymnasium
@@ -406,6 +407,11 @@ class LiveEnv(Env):
             self._interrupt = "stop key"
             print(f"live: {self.options.stop_key} pressed: keys released, stopping", flush=True)
             keyslib.STOP_EVENT.set()
+            if (signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+                    and threading.current_thread() is threading.main_thread()):
+                # Started with Ctrl-C ignored (a background job of a script, nohup): a SIGINT to
+                # ourselves would be dropped and the loop would play on. The key is an explicit stop.
+                raise KeyboardInterrupt
             os.kill(os.getpid(), signal.SIGINT)  # the actor's stop handler finishes cleanly
         elif self.options.pause_key in pressed:
             self._paused = not self._paused
