@@ -143,6 +143,8 @@ class Checkpointer:
         import numpy as np
         from flax import serialization
 
+        from dreamer_live import sync
+
         data = path.read_bytes()  # FileNotFoundError: pruned meanwhile, load() looks again
         try:
             blob = serialization.msgpack_restore(data)
@@ -156,7 +158,7 @@ class Checkpointer:
             raise
         except Exception as e:
             raise _Unreadable(str(e).splitlines()[0][:120] if str(e) else type(e).__name__) from None
-        if not _finite(state):
+        if not sync.finite(state):
             raise _Unreadable("holds NaN or infinity")
         mismatch = _shape_mismatch(template, state)
         if mismatch:
@@ -175,17 +177,6 @@ class Checkpointer:
                 (self.directory / name).unlink(missing_ok=True)
         for _, path in self.kept()[self.keep:]:
             path.unlink(missing_ok=True)
-
-
-def _finite(state: Any) -> bool:
-    """Whether every float leaf of a state read from a file holds only finite values: numpy on the
-    host (JAX ops, leaf by leaf, compiled small programs for each leaf shape: ~1 s per load)."""
-    import jax
-    import numpy as np
-
-    arrays = (np.asarray(x) for x in jax.tree_util.tree_leaves(state))
-    floating = jax.numpy.floating  # bfloat16 included
-    return all(np.isfinite(a).all() for a in arrays if jax.numpy.issubdtype(a.dtype, floating))
 
 
 def _shape_mismatch(template: Any, state: Any) -> str:

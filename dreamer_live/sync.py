@@ -46,9 +46,14 @@ def model_hash(config) -> str:
 
 
 def finite(params: Any) -> bool:
-    """Whether every float leaf holds only finite values (numpy on the host: no JAX compile in the
-    actor, whose tick counts compiles)."""
-    return all(np.isfinite(a).all() for a in map(np.asarray, _leaves(params)) if a.dtype.kind == "f")
+    """Whether every float leaf (bfloat16 included) holds only finite values: numpy on the host, as
+    JAX ops would compile a small program per leaf shape (in the actor, whose tick counts compiles,
+    and on every checkpoint load)."""
+    import jax
+
+    floating = jax.numpy.floating
+    return all(np.isfinite(a).all() for a in map(np.asarray, _leaves(params))
+               if jax.numpy.issubdtype(a.dtype, floating))
 
 
 def version_file(version: int) -> str:
