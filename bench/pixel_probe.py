@@ -51,7 +51,7 @@ def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
         out.append({**{k: np.asarray(v) for k, v in obs.items() if not is_log(k)}, "action": onehot})
         obs = env.reset() if obs["is_last"] else env.step(onehot)
     env.close()
-    spaces = {k: s for k, s in env.obs_space.items() if k in game_keys(env.obs_space)}
+    spaces = {k: env.obs_space[k] for k in game_keys(env.obs_space)}
     return key, spaces, {k: np.stack([o[k] for o in out]) for k in out[0]}
 
 
