@@ -1,5 +1,5 @@
 """The agent's math against hand-computed values: symlog, two-hot, KL balancing, return
-normalization, lambda-returns, unimix and the optimizer's first steps."""
+normalization, lambda-returns, unimix, the optimizer's first steps and the image loss's motion weights."""
 
 import math
 
@@ -172,3 +172,10 @@ def test_bounded_normal_ranges(minstd, maxstd):
     assert np.all(np.abs(mean) <= 1.0)
     assert np.all((std >= minstd) & (std <= maxstd))
     close(dists.normal_logp(jnp.zeros(1), jnp.ones(1), jnp.zeros(1)), -0.5 * math.log(2 * math.pi))
+
+
+def test_motion_weights_hand_computed():
+    from dreamer_live.agent.worldmodel import motion_weights
+    frames = jnp.array([0.0, 0.5, 0.5, 0.1]).reshape(1, 4, 1, 1, 1)  # [B, T, H, W, C]
+    close(motion_weights(frames, 10.0).reshape(-1), [1.0, 6.0, 1.0, 5.0])
+    assert motion_weights(frames, 0.0) == 1.0
