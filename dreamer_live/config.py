@@ -284,13 +284,19 @@ def presets() -> dict[str, dict]:
     return dict(read_yaml(CONFIG_DIR / "presets.yaml") or {})
 
 
-def _preset(name: str, table: Mapping[str, dict]) -> Mapping:
+def _preset(name: str, table: Mapping[str, dict], within: tuple[str, ...] = ()) -> list[Mapping]:
+    """The preset's body, after the bodies of the presets its `base:` list names (recursively)."""
+    if name in within:
+        raise UserError(f"preset '{name}' is its own base ({' -> '.join(within + (name,))})")
     if name in table:
-        return table[name] or {}
-    if name.endswith((".yaml", ".yml")):
-        return read_yaml(name) or {}
-    raise UserError(f"unknown preset '{name}'{did_you_mean(name, table, cutoff=0.0)}; "
-                    f"presets: {', '.join(table)}")
+        body = dict(table[name] or {})
+    elif name.endswith((".yaml", ".yml")):
+        body = dict(read_yaml(name) or {})
+    else:
+        raise UserError(f"unknown preset '{name}'{did_you_mean(name, table, cutoff=0.0)}; "
+                        f"presets: {', '.join(table)}")
+    bases = body.pop("base", None) or []
+    return [part for base in bases for part in _preset(base, table, within + (name,))] + [body]
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:
@@ -320,7 +326,8 @@ def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any
     config = base if base is not None else defaults()
     table = presets() if names else {}
     for name in names:
-        config = config.update(_preset(name, table))
+        for body in _preset(name, table):
+            config = config.update(body)
     config = config.update(overrides or {})
     check_values(config)
     return config

@@ -40,6 +40,18 @@ def test_bad_keys_and_types_name_the_key(overrides, message):
         config.resolve([], overrides)
 
 
+def test_a_preset_builds_on_its_base_presets(tmp_path):
+    pixels = config.resolve(["catcher_pixels"])
+    catcher = config.resolve(["catcher"])
+    assert pixels.env.obs == "image" and catcher.env.obs == "vector"
+    assert pixels.env.time_cap_s == catcher.env.time_cap_s == 30.0
+    assert pixels.agent.rssm.deter == catcher.agent.rssm.deter == 64
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("base: [" + str(loop) + "]\n")
+    with pytest.raises(UserError, match="is its own base"):
+        config.resolve([str(loop)])
+
+
 def test_unknown_preset_names_nearest():
     with pytest.raises(UserError, match="did you mean 'debug'"):
         config.resolve(["debgu"])

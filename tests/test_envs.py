@@ -184,7 +184,7 @@ def test_catcher_pixels_preset_and_lockstep_action_repeat_as_frame_skip():
     env = make_env(configlib.resolve(["catcher_pixels"], {"env.clock": "lockstep",
                                                           "env.action_repeat": 3}))
     try:
-        assert env.obs_space["image"].shape == (64, 64, 3) and "vector" not in env.obs_space
+        assert env.obs_space["image"].shape == (16, 16, 1) and "vector" not in env.obs_space
         random_steps(env, 20)
         assert env.metrics()["game/frame"] == 60  # 20 acts x 3 frames, no episode ends that fast
     finally:
