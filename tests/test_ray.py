@@ -259,89 +259,6 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
 
 
-@pytest.fixture
-def cluster():
-    """A private local cluster in this process, as the launcher starts it."""
-    from dreamer_live import rayrun
-
-    saved = dict(os.environ)
-    ray = rayrun.local_cluster(num_cpus=2)
-    yield ray
-    ray.shutdown()
-    # connect() sets Ray's one-machine variables in this process's environment; a `ray start` for
-    # two nodes, started later by this process, must not inherit them
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
-def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(cluster, tmp_path):
-    """The Ray ends have every member of their interfaces; a version reaches the actor's source; chunks
-    reach DIR/replay; while no Hub answers, add() goes on at once and chunks wait in the outbox on local
-    disk, then a Hub started anew under the same name gets them and the next version."""
-    from test_transport import members
-
-    from dreamer_live import config, raylink, transport
-
-    # the source polls the Hub every 0.5 s (at the default 5 s each version waited up to 5 s)
-    cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
-                                     "actor.param_interval": 0.5,
-                                     "ray.outbox": str(tmp_path / "outbox")})
-    logdir, outbox = tmp_path / "run", tmp_path / "outbox" / "actor5"
-
-    def hub():
-        return cluster.remote(raylink.Hub).options(name="test_hub").remote(str(logdir))
-
-    def chunks(folder):
-        return len(list_chunks(folder))
-
-    def add(count):  # the longest add() in seconds
-        longest = 0.0
-        for i in range(count):
-            began = time.perf_counter()
-            sink.add({"x": np.full(2, i, np.float32), "is_last": np.bool_(False)})
-            longest = max(longest, time.perf_counter() - began)
-        return longest
-
-    first = hub()
-    transport.use_ray(raylink.Link(logdir, hub_name="test_hub"))
-    sink = transport.replay_sink(cfg, logdir, 5)
-    publisher = transport.variable_publisher(cfg, logdir)
-    source = transport.variable_source(cfg, logdir, {"w": np.zeros(3, np.float32)})
-    try:
-        for end, protocol in ((sink, transport.ReplaySink), (source, transport.VariableSource),
-                              (publisher, transport.VariablePublisher)):
-            missing = {name for name in members(protocol) if not hasattr(end, name)}
-            assert not missing, f"{type(end).__name__} lacks {sorted(missing)} of {protocol.__name__}"
-        publisher.publish({"w": np.full(3, 2.0, np.float32)}, step=7)
-        loaded = poll("version 1 at the actor", lambda: source.current.version == 1 and source.current,
-                      30)
-        assert loaded.step == 7 and np.all(np.asarray(loaded.params["w"]) == 2.0)
-        assert (logdir / "params" / "params-000001.msgpack").exists()  # eval reads DIR/params
-        add(8)
-        poll("two chunks in DIR/replay", lambda: chunks(logdir / "replay") == 2, 30)
-        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
-
-        cluster.kill(first)
-        assert add(8) < 0.05
-        poll("two chunks waiting in the outbox", lambda: chunks(outbox) == 2, 30)
-        assert chunks(logdir / "replay") == 2
-        assert sink.metrics()["ray/chunks_shipped"] == 2
-
-        second = hub()
-        poll("the waiting chunks in DIR/replay", lambda: chunks(logdir / "replay") == 4, 30)
-        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
-        publisher.publish({"w": np.full(3, 3.0, np.float32)}, step=9)
-        poll("version 2 at the actor, through the new Hub",
-             lambda: publisher.heartbeat(9) or source.current.version == 2, 30, interval=0.5)
-        assert sink.metrics()["ray/steps_shipped"] == 16
-        cluster.kill(second)
-    finally:
-        transport.use_ray(None)
-        sink.close()
-        source.close()
-
-
 @pytest.mark.parametrize("address, error", [
     ("local", r"actor: error: an actor joins a running learner's cluster: --ray\.address auto or "
               r"HOST:PORT \(local starts a private one, for python -m dreamer_live\.run\)"),
@@ -491,3 +408,131 @@ def test_a_run_joins_a_two_node_cluster_and_data_crosses_nodes(tmp_path):
                 stop_raylet(node)
             shutil.rmtree(temp, ignore_errors=True)
     poll("every process of the cluster gone", lambda: not [p for p in everything if alive(p)], 30)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A private local cluster in this process, as the launcher starts it, shared by the tests below
+    (last in this module: the others start their clusters in processes of their own)."""
+    from dreamer_live import rayrun
+
+    saved = dict(os.environ)
+    ray = rayrun.local_cluster(num_cpus=2)
+    yield ray
+    ray.shutdown()
+    # connect() sets Ray's one-machine variables in this process's environment; a `ray start` for
+    # two nodes, started later by this process, must not inherit them
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(cluster, tmp_path):
+    """The Ray ends have every member of their interfaces; a version reaches the actor's source; chunks
+    reach DIR/replay; while no Hub answers, add() goes on at once and chunks wait in the outbox on local
+    disk, then a Hub started anew under the same name gets them and the next version."""
+    from test_transport import members
+
+    from dreamer_live import config, raylink, transport
+
+    # the source polls the Hub every 0.5 s (at the default 5 s each version waited up to 5 s)
+    cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
+                                     "actor.param_interval": 0.5,
+                                     "ray.outbox": str(tmp_path / "outbox")})
+    logdir, outbox = tmp_path / "run", tmp_path / "outbox" / "actor5"
+
+    def hub():
+        return cluster.remote(raylink.Hub).options(name="test_hub").remote(str(logdir))
+
+    def chunks(folder):
+        return len(list_chunks(folder))
+
+    def add(count):  # the longest add() in seconds
+        longest = 0.0
+        for i in range(count):
+            began = time.perf_counter()
+            sink.add({"x": np.full(2, i, np.float32), "is_last": np.bool_(False)})
+            longest = max(longest, time.perf_counter() - began)
+        return longest
+
+    first = hub()
+    transport.use_ray(raylink.Link(logdir, hub_name="test_hub"))
+    sink = transport.replay_sink(cfg, logdir, 5)
+    publisher = transport.variable_publisher(cfg, logdir)
+    source = transport.variable_source(cfg, logdir, {"w": np.zeros(3, np.float32)})
+    try:
+        for end, protocol in ((sink, transport.ReplaySink), (source, transport.VariableSource),
+                              (publisher, transport.VariablePublisher)):
+            missing = {name for name in members(protocol) if not hasattr(end, name)}
+            assert not missing, f"{type(end).__name__} lacks {sorted(missing)} of {protocol.__name__}"
+        publisher.publish({"w": np.full(3, 2.0, np.float32)}, step=7)
+        loaded = poll("version 1 at the actor", lambda: source.current.version == 1 and source.current,
+                      30)
+        assert loaded.step == 7 and np.all(np.asarray(loaded.params["w"]) == 2.0)
+        assert (logdir / "params" / "params-000001.msgpack").exists()  # eval reads DIR/params
+        add(8)
+        poll("two chunks in DIR/replay", lambda: chunks(logdir / "replay") == 2, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+
+        cluster.kill(first)
+        assert add(8) < 0.05
+        poll("two chunks waiting in the outbox", lambda: chunks(outbox) == 2, 30)
+        assert chunks(logdir / "replay") == 2
+        assert sink.metrics()["ray/chunks_shipped"] == 2
+
+        second = hub()
+        poll("the waiting chunks in DIR/replay", lambda: chunks(logdir / "replay") == 4, 30)
+        poll("the outbox emptied", lambda: chunks(outbox) == 0, 10)
+        publisher.publish({"w": np.full(3, 3.0, np.float32)}, step=9)
+        poll("version 2 at the actor, through the new Hub",
+             lambda: publisher.heartbeat(9) or source.current.version == 2, 30, interval=0.5)
+        assert sink.metrics()["ray/steps_shipped"] == 16
+        cluster.kill(second)
+    finally:
+        transport.use_ray(None)
+        sink.close()
+        source.close()
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_a_loop_whose_process_dies_while_it_stops_is_asked_again(cluster, tmp_path, monkeypatch,
+                                                                  capsys):
+    """Ctrl-C reaches a loop, whose process then dies before its stop is done: Ray runs the loop again
+    in a new process, never asked to stop; the launcher asks it again, so the run still stops, exit
+    0, with that loop's summary printed by the launcher itself."""
+    import threading
+
+    from dreamer_live import config, rayrun
+    from dreamer_live import run as runlib
+
+    monkeypatch.setattr(runlib, "STOP_GRACE_S", 30.0)  # a stop never asked again: exit 1 in 30 s
+
+    class Loop(rayrun.Worker):
+        """The launcher's Worker (stop flag, last words) around a loop that, once asked to stop,
+        marks it on disk and, the first time, hangs in its stop until killed."""
+
+        def _loop(self) -> int:
+            self.flag.event.wait()
+            first = not list(self.logdir.glob("stopping-*"))
+            (self.logdir / f"stopping-{os.getpid()}").touch()
+            if first:
+                threading.Event().wait()
+            print(f"loop: stopped ({self.flag.reason})")
+            return 0
+
+    cfg = config.resolve(["debug"], {"run.quiet": True})
+    run = rayrun.RayRun(cfg, tmp_path)
+    run.workers["loop"] = cluster.remote(Loop).options(
+        max_restarts=1, max_task_retries=1, max_concurrency=2).remote("actor", cfg.to_dict(),
+                                                                      str(tmp_path))
+    run._on_signal(signal.SIGINT, None)  # Ctrl-C as the watch begins
+
+    def kill():
+        stopping = poll("the loop stopping", lambda: list(tmp_path.glob("stopping-*")), 60)
+        os.kill(int(stopping[0].name.split("-")[1]), signal.SIGKILL)
+    killer = threading.Thread(target=kill)
+    killer.start()
+    assert run.watch() == 0
+    killer.join()
+    assert len(list(tmp_path.glob("stopping-*"))) == 2  # two processes asked to stop
+    assert re.search(r"^loop: stopped \(SIGINT\)$", capsys.readouterr().out, re.M)
