@@ -149,7 +149,8 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     run, out, text = start(
         tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
         "--learner.nice", "0", "--run.checkpoint_every", "0.05", "--actor.param_interval", "1",
-        "--ray.address", "local", "--ray.actors", str(ACTORS), "--ray.outbox", str(outbox))
+        "--run.publish_every", "1", "--replay.chunk_seconds", "1", "--ray.address", "local",
+        "--ray.actors", str(ACTORS), "--ray.outbox", str(outbox))
     seen: set[int] = set()
     joined = None
 
@@ -172,8 +173,8 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
         # Ray does not send this machine's token to an address given explicitly unless told to
         joined, joined_out, joined_text = start(
             tmp_path, "joined", "actor", "--logdir", str(logdir), "--ray.address", address,
-            "--actor.id", "5", "--actor.param_interval", "1", "--ray.outbox", str(outbox),
-            RAY_AUTH_MODE="token")
+            "--actor.id", "5", "--actor.param_interval", "1", "--replay.chunk_seconds", "1",
+            "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
         running("three actors ticking",
                 lambda: {r["actor/id"] for r in ticks(logdir)} >= set(range(ACTORS)), 100)
         running("the learner training", learner, 60)
@@ -369,8 +370,9 @@ def test_a_run_joins_a_two_node_cluster_and_data_crosses_nodes(tmp_path):
                             head=address)[0])
         run, run_out, run_text = start(
             tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
-            "--learner.nice", "0", "--actor.param_interval", "1", "--ray.address", address,
-            "--ray.actors", "2", "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
+            "--learner.nice", "0", "--actor.param_interval", "1", "--run.publish_every", "1",
+            "--replay.chunk_seconds", "1", "--ray.address", address, "--ray.actors", "2",
+            "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
         poll("both actors on a trained version", lambda: up() and all(
             ticks(logdir, k) and ticks(logdir, k)[-1]["actor/policy_version"] >= 2 for k in (0, 1)),
             150, interval=0.5)
