@@ -31,6 +31,7 @@ from dreamer_live.process import StopFlag
 
 AUTH_ENV = "RAY_AUTH_MODE"  # token: send this machine's Ray token (Ray never does for an address given)
 JOIN_TIMEOUT_S = 5.0  # to reach a cluster's head before joining it
+RESTOP_S = 1.0  # while stopping, loops still running are asked again this often
 # Set before Ray is imported, inherited by every process of the cluster: node addresses are the loopback
 # one (Ray's own mode for one-machine clusters on Windows and macOS), and no usage report.
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
@@ -127,6 +128,61 @@ def attach(config, logdir: pathlib.Path) -> str:
     return where
 
 
+class LastWords:
+    """While open, this process's stdout and stderr as before until `stopping` is set; from then on
+    what is printed is kept (in order, with its stream) instead: a loop's last words (its summary:
+    replay flushed, checkpoint written), which the launcher prints itself. Ray forwards a worker's
+    output to the launcher by tailing its log file, and what the tail has not reached when the
+    launcher tears the cluster down is lost (an actor restarted during the run lost its summary line
+    so). On an exception what was kept goes to the streams after all."""
+
+    def __init__(self, stopping):
+        self.stopping, self.kept, self.saved = stopping, [], None
+
+    def __enter__(self) -> LastWords:
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = (_Diverted(self, name, stream) for name, stream in
+                                  zip(("stdout", "stderr"), self.saved))
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        sys.stdout, sys.stderr = self.saved
+        if kind is not None:
+            say(self.take())
+
+    def take(self) -> list[tuple[str, str]]:
+        """What was kept, (stream name, text) in order; kept no longer."""
+        kept, self.kept = self.kept, []
+        return kept
+
+
+class _Diverted:
+    """A stream that writes through until its LastWords is stopping, then keeps what it is given."""
+
+    def __init__(self, words: LastWords, name: str, stream):
+        self.words, self.name, self.stream = words, name, stream
+
+    def write(self, text: str) -> int:
+        if self.words.stopping.is_set():
+            self.words.kept.append((self.name, text))
+            return len(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def say(words) -> None:
+    """Print a loop's last words (LastWords.take()), each piece on its own stream."""
+    for name, text in words or ():
+        print(text, end="", file=getattr(sys, name))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 class Worker:
     """A Ray actor running the learner's or an actor's ordinary loop; stop() sets its stop flag."""
 
@@ -134,8 +190,14 @@ class Worker:
         self.role, self.config, self.logdir = role, Config(config), pathlib.Path(logdir)
         self.flag = StopFlag(role)  # not installed: Ray's worker owns the signals
 
-    def run(self) -> int:
-        """Run the loop until it ends or stop() is called; return its exit status."""
+    def run(self) -> tuple[int, list[tuple[str, str]]]:
+        """Run the loop until it ends or stop() is called; return its exit status and its last words
+        (what it printed once stopping, LastWords), for the launcher to print."""
+        with LastWords(self.flag.event) as words:
+            code = self._loop()
+        return code, words.take()
+
+    def _loop(self) -> int:
         from dreamer_live import raylink, transport
 
         transport.use_ray(raylink.Link(self.logdir))
@@ -164,7 +226,7 @@ class RayRun:
         self.config, self.logdir = config, logdir.resolve()
         self.signals = 0
         self.signal_name = ""
-        self.stopping = False
+        self.stopping, self.reason, self.asked = False, "", 0.0
         self.workers: dict = {}
 
     def start(self) -> None:
@@ -222,6 +284,10 @@ class RayRun:
                 forwarded = self.signals
                 self._stop_all(self.signal_name)
                 deadline = min(deadline, time.monotonic() + (STOP_GRACE_S if forwarded == 1 else 5))
+            elif self.stopping and time.monotonic() - self.asked >= RESTOP_S:
+                # a loop whose process died after its stop() and was restarted by Ray runs its
+                # run() again in a Worker never asked to stop: ask those still running again
+                self._stop_all(self.reason, [self.workers[name] for name in runs.values()])
             status.update(tail.read())
             if not self.config.run.quiet and time.monotonic() - last_draw >= (1.0 if tty else 30.0):
                 last_draw = time.monotonic()
@@ -247,7 +313,9 @@ class RayRun:
 
     def _result(self, ray, ref, name: str) -> int:
         try:
-            return int(ray.get(ref) or 0)
+            code, words = ray.get(ref)
+            say(words)  # the loop's summary: Ray's forwarding of its output may not get there in time
+            return int(code or 0)
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else e
             print(f"run: {name}: {'error: ' if isinstance(cause, UserError) else ''}"
@@ -257,10 +325,10 @@ class RayRun:
             print(f"run: {name} is gone: {type(e).__name__}", file=sys.stderr, flush=True)
             return 1
 
-    def _stop_all(self, reason: str) -> None:
-        self.stopping = True
-        for worker in self.workers.values():
-            worker.stop.remote(reason)
+    def _stop_all(self, reason: str, workers=None) -> None:
+        self.stopping, self.reason, self.asked = True, reason, time.monotonic()
+        for worker in self.workers.values() if workers is None else workers:
+            worker.stop.remote(reason)  # queued by Ray for a worker being restarted
 
     def shutdown(self) -> None:
         """Tear a private cluster down (every process of it); leave a joined one (its actors of this
