@@ -140,12 +140,13 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     - the learner SIGKILLed: Ray restarts it, it resumes from its checkpoint and publishes on, while
       every actor ticks on without a pause;
     - Ctrl-C to the hand-joined actor: it leaves with every step it played in DIR/replay, the run
-      goes on;
+      goes on (its --logdir is a folder of its own, as on another machine: its metric lines reach
+      the run's metrics.jsonl through the Hub, each once);
     - an actor SIGKILLed right before Ctrl-C to the run: the run still stops cleanly, that actor's
       restarted process included (replay flushed, checkpoint written, every loop's summary printed,
       exit 0), and no process of the run is left behind.
     """
-    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    logdir, outbox, elsewhere = tmp_path / "run", tmp_path / "outbox", tmp_path / "elsewhere"
     run, out, text = start(
         tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
         "--learner.nice", "0", "--run.checkpoint_every", "0.05", "--actor.param_interval", "1",
@@ -172,7 +173,7 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
             r"--ray\.address (127\.0\.0\.1:\d+) ", text()), 60).group(1)
         # Ray does not send this machine's token to an address given explicitly unless told to
         joined, joined_out, joined_text = start(
-            tmp_path, "joined", "actor", "--logdir", str(logdir), "--ray.address", address,
+            tmp_path, "joined", "actor", "--logdir", str(elsewhere), "--ray.address", address,
             "--actor.id", "5", "--actor.param_interval", "1", "--replay.chunk_seconds", "1",
             "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
         running("three actors ticking",
@@ -231,6 +232,7 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
         assert code == 0, joined_text()[-3000:]
         assert "actor 5: stopped (SIGINT)" in joined_text()
         assert replay_steps(logdir)["5"] == ticks(logdir, 5)[-1]["step"]  # every step it played
+        assert ticks(logdir, 5) == ticks(elsewhere, 5)  # every ticks line, once
         assert not list((outbox / "actor5").glob("*.npz"))
         began = time.time()
         running("actor 0 ticking on after actor 5 left", lambda: ticks(logdir, 0, began), 10)
