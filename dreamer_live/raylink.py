@@ -9,6 +9,11 @@ found again), and a restarted actor (same id, same outbox) ships what the killed
 variable source is sync.Client reading the Hub's pointer and the version's bytes from the object store
 instead of a folder (the same checks and on_update hook).
 
+The shipper also hands the Hub what the actor wrote beside its replay for the learner: its
+spaces.json (the first actor's is kept, so a learner whose actors are all on other machines builds its
+agent), and, when the actor's logdir is not the Hub's own (another machine, or another folder), its
+metric lines, which the Hub appends to DIR/metrics.jsonl.
+
 Learner side. The Hub, a small Ray actor on the logdir's machine, writes each chunk into DIR/replay
 under its own name, so the learner's replay source is the file one and offline training, viz, eval and
 resume see an ordinary replay folder; it also holds the newest parameter pointer and heartbeat. The
@@ -19,7 +24,9 @@ object store once.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import pathlib
 import threading
 import time
@@ -28,8 +35,9 @@ from typing import Any
 
 import ray
 
-from dreamer_live import sync
+from dreamer_live import spaces as spaceslib, sync
 from dreamer_live.atomic import write_atomic
+from dreamer_live.metrics import MetricsTail
 from dreamer_live.replay import Writer
 from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_regular
 
@@ -39,16 +47,52 @@ FETCH_TIMEOUT_S = 10.0  # one call to the Hub or one object fetch; past it the l
 SHIP_POLL_S = 0.2  # the shipper looks for new chunk files and acknowledgements this often
 SHIP_GRACE_S = 30.0  # on close, how long the shipper goes on shipping; the rest waits in the outbox
 RETRY_MAX_S = 5.0  # longest pause between shipping attempts while the learner side is away
+MAX_LINES = 10_000  # metric lines an actor keeps for the Hub while it is away; the oldest go first
+SETTLE_S = 1.0  # on close, how long the shipper waits for the actor's last metric lines to be written
 
 
 class Hub:
     """The learner side's mailbox (a Ray actor): chunks into DIR/replay, the newest parameters."""
 
     def __init__(self, logdir: str):
-        self.replay = pathlib.Path(logdir) / "replay"
+        self.logdir = pathlib.Path(logdir).resolve()
+        self.replay = self.logdir / "replay"
         self.replay.mkdir(parents=True, exist_ok=True)
         self.pointer: dict | None = None
         self.beat: dict | None = None
+
+    def where(self) -> tuple[str, str]:
+        """(the Hub's Ray node id, its logdir): an actor with both the same shares its metrics.jsonl."""
+        return ray.get_runtime_context().get_node_id(), str(self.logdir)
+
+    def put_spaces(self, text: str) -> str:
+        """Persist an actor's spaces.json into DIR/replay unless one is there (the first actor's is
+        kept: the learner's agent is built from it); return '' when the run's spaces are these, else
+        why not."""
+        spaceslib.parse(text)  # ValueError: not spaces.json within the sizes allowed
+        path = self.replay / spaceslib.FILE
+        if not path.exists():
+            write_atomic(path, text.encode())
+            return ""
+        if spaceslib.parse(path.read_text()) == spaceslib.parse(text):
+            return ""
+        return f"its spaces differ from the run's {path}, which the learner's agent is built for"
+
+    def put_lines(self, lines: list[str]) -> int:
+        """Append actors' metric lines (one JSON object each, source actor) to DIR/metrics.jsonl in one
+        O_APPEND write, as the Logger writes them; return how many were taken."""
+        taken = []
+        for line in lines:
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("source") == "actor":
+                taken.append(json.dumps(record, separators=(",", ":")) + "\n")
+        if taken:
+            fd = os.open(self.logdir / "metrics.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, "".join(taken).encode())
+            finally:
+                os.close(fd)
+        return len(taken)
 
     def put_chunk(self, name: str, data: bytes) -> int:
         """Persist one chunk file into DIR/replay under its own name; return its size."""
@@ -92,12 +136,28 @@ class HubRef:
 class Outbox:
     """Actor side of replay over Ray: a Writer into a local folder, and a thread shipping its chunks."""
 
-    def __init__(self, config, directory: pathlib.Path, writer_id: int | str, hub: HubRef):
+    def __init__(self, config, directory: pathlib.Path, writer_id: int | str, hub: HubRef,
+                 logdir: pathlib.Path | None = None):
         self.directory, self.hub, self.inflight = pathlib.Path(directory), hub, config.ray.inflight
         self.writer = Writer.from_config(config, self.directory, writer_id)
         self.shipped, self.shipped_steps, self.waiting = 0, 0, 0
         self.last_error, self._last_kind = "", ""
         self._deadline = float("inf")
+        # What the actor wrote into its own logdir for the learner: spaces.json (written before the
+        # sink is made) and, from now on, this process's metric lines (sent only to a Hub whose
+        # logdir is not this one: _tell).
+        self.logdir = None if logdir is None else pathlib.Path(logdir).resolve()
+        self._spaces_told = self.logdir is None
+        self._remote: bool | None = None if self.logdir is not None else False
+        self._lines: list[str] = []
+        self.lines_sent, self.lines_dropped = 0, 0
+        self._tail = None
+        if self.logdir is not None:
+            self._tail = MetricsTail(self.logdir / "metrics.jsonl")
+            try:
+                self._tail.offset = self._tail.path.stat().st_size  # an earlier run's lines stay
+            except OSError:
+                pass
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="replay-shipper", daemon=True)
         self._thread.start()
@@ -115,6 +175,51 @@ class Outbox:
         return {**self.writer.metrics(), "ray/chunks_shipped": self.shipped,
                 "ray/steps_shipped": self.shipped_steps, "ray/chunks_waiting": self.waiting}
 
+    def _collect_lines(self) -> None:
+        """Take this process's new metric lines from its own metrics.jsonl (while they may go to
+        the Hub: _remote not known to be False)."""
+        if self._tail is None or self._remote is False:
+            return
+        pid = os.getpid()
+        self._lines += [json.dumps(r, separators=(",", ":")) for r in self._tail.read()
+                        if r.get("source") == "actor" and r.get("actor/pid") == pid]
+        if len(self._lines) > MAX_LINES:
+            self.lines_dropped += len(self._lines) - MAX_LINES
+            del self._lines[:len(self._lines) - MAX_LINES]
+
+    def _tell(self) -> None:
+        """Hand the Hub this actor's spaces.json (once per Hub reached) and, when the Hub's logdir is
+        not this one, its metric lines; on trouble keep them for the next round."""
+        self._collect_lines()
+        if self._spaces_told and not (self._lines and self._remote is not False):
+            return
+        try:
+            hub = self.hub.get()
+            if self._remote is None:
+                node, logdir = ray.get(hub.where.remote(), timeout=FETCH_TIMEOUT_S)
+                self._remote = (node, logdir) != (ray.get_runtime_context().get_node_id(),
+                                                  str(self.logdir))
+                if not self._remote:
+                    self._lines = []  # the Hub's metrics.jsonl is this one: the lines are there
+            if not self._spaces_told:
+                path = self.logdir / "replay" / spaceslib.FILE
+                if path.exists():
+                    refused = ray.get(hub.put_spaces.remote(path.read_text()), timeout=FETCH_TIMEOUT_S)
+                    if refused:
+                        log.warning("replay shipper: the learner side keeps its spaces.json: %s",
+                                    refused)
+                    self._spaces_told = True
+            if self._lines and self._remote:
+                lines = self._lines
+                ray.get(hub.put_lines.remote(lines), timeout=FETCH_TIMEOUT_S)
+                del self._lines[:len(lines)]
+                self.lines_sent += len(lines)
+        except ValueError:
+            pass  # no Hub now: the chunks' part of the loop says so
+        except ray.exceptions.RayError:
+            self.hub.lost()
+            self._spaces_told = self.logdir is None  # a Hub started anew is told again
+
     def close(self) -> None:
         """Write the partial chunk, ship what the learner side takes within SHIP_GRACE_S, stop."""
         try:
@@ -129,6 +234,8 @@ class Outbox:
         failures = 0
         while not (self._stop.is_set() and time.monotonic() > self._deadline):
             stopping = self._stop.is_set()
+            if not failures:
+                self._tell()
             waiting = sorted(list_chunks(self.directory, set(pending.values())).items(),
                              key=lambda item: item[1])
             self.waiting = len(waiting) + len(pending)
@@ -167,6 +274,23 @@ class Outbox:
                 (self.directory / name).unlink(missing_ok=True)
                 self.shipped += 1
                 self.shipped_steps += ChunkName.parse(name).length
+        if not failures and self._remote and time.monotonic() <= self._deadline:
+            self._settle()
+            self._tell()
+
+    def _settle(self) -> None:
+        """Wait (up to SETTLE_S) until the actor's metrics.jsonl stops growing: its last lines,
+        queued before the replay closed, written by the Logger's thread."""
+        path, size, until = self._tail.path, -1, time.monotonic() + SETTLE_S
+        while time.monotonic() < until:
+            try:
+                now = path.stat().st_size
+            except OSError:
+                return
+            if now == size:
+                return
+            size = now
+            time.sleep(0.05)
 
     def _error(self, kind: str, text: str) -> None:
         if kind != self._last_kind:  # once per kind of trouble, not once per chunk
@@ -254,7 +378,7 @@ class Link:
     def replay_sink(self, config, writer_id: int | str) -> Outbox:
         """The actor's replay sink: an outbox shipped to the Hub."""
         return Outbox(config, outbox_dir(config, self.logdir, writer_id), writer_id,
-                      HubRef(self.hub_name))
+                      HubRef(self.hub_name), self.logdir)
 
     def variable_source(self, config, template: Any,
                         on_update: Callable[[Any], None] | None = None) -> Client:

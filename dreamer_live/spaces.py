@@ -96,7 +96,16 @@ def load(directory: str | os.PathLike):
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
+        return parse(path.read_text())
+    except ValueError as e:
+        raise UserError(f"{path} is unreadable ({e})") from None
+
+
+def parse(text: str):
+    """(obs_space, act_space) from spaces.json's text; ValueError when it is not valid within the
+    sizes allowed (to_json's output always is)."""
+    try:
+        data = json.loads(text)
         obs = {key: _unbox(box) for key, box in data["obs"].items()}
         act = data["act"]
         if act["kind"] == "discrete":
@@ -107,7 +116,7 @@ def load(directory: str | os.PathLike):
             space = _unbox(act)
         _check_sizes(obs, space)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"{path} is unreadable ({e})") from None
+        raise ValueError(str(e)) from None
     return obs, space
 
 

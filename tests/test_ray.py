@@ -140,12 +140,13 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     - the learner SIGKILLed: Ray restarts it, it resumes from its checkpoint and publishes on, while
       every actor ticks on without a pause;
     - Ctrl-C to the hand-joined actor: it leaves with every step it played in DIR/replay, the run
-      goes on;
+      goes on (its --logdir is a folder of its own, as on another machine: its metric lines reach
+      the run's metrics.jsonl through the Hub, each once);
     - an actor SIGKILLed right before Ctrl-C to the run: the run still stops cleanly, that actor's
       restarted process included (replay flushed, checkpoint written, every loop's summary printed,
       exit 0), and no process of the run is left behind.
     """
-    logdir, outbox = tmp_path / "run", tmp_path / "outbox"
+    logdir, outbox, elsewhere = tmp_path / "run", tmp_path / "outbox", tmp_path / "elsewhere"
     run, out, text = start(
         tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
         "--learner.nice", "0", "--run.checkpoint_every", "0.05", "--actor.param_interval", "1",
@@ -172,7 +173,7 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
             r"--ray\.address (127\.0\.0\.1:\d+) ", text()), 60).group(1)
         # Ray does not send this machine's token to an address given explicitly unless told to
         joined, joined_out, joined_text = start(
-            tmp_path, "joined", "actor", "--logdir", str(logdir), "--ray.address", address,
+            tmp_path, "joined", "actor", "--logdir", str(elsewhere), "--ray.address", address,
             "--actor.id", "5", "--actor.param_interval", "1", "--replay.chunk_seconds", "1",
             "--ray.outbox", str(outbox), RAY_AUTH_MODE="token")
         running("three actors ticking",
@@ -231,6 +232,7 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
         assert code == 0, joined_text()[-3000:]
         assert "actor 5: stopped (SIGINT)" in joined_text()
         assert replay_steps(logdir)["5"] == ticks(logdir, 5)[-1]["step"]  # every step it played
+        assert ticks(logdir, 5) == ticks(elsewhere, 5)  # every ticks line, once
         assert not list((outbox / "actor5").glob("*.npz"))
         began = time.time()
         running("actor 0 ticking on after actor 5 left", lambda: ticks(logdir, 0, began), 10)
@@ -539,3 +541,57 @@ def test_a_loop_whose_process_dies_while_it_stops_is_asked_again(cluster, tmp_pa
     killer.join()
     assert len(list(tmp_path.glob("stopping-*"))) == 2  # two processes asked to stop
     assert re.search(r"^loop: stopped \(SIGINT\)$", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, tmp_path):
+    """An actor whose logdir is not the Hub's (another machine's copy of the path, here another
+    folder) ships, beside its chunks, its spaces.json (the first actor's is kept: a learner whose
+    actors are all elsewhere builds its agent from it) and its metric lines into the Hub's
+    DIR/metrics.jsonl, each once; an actor sharing the Hub's logdir sends no line (they are there)."""
+    import gymnasium
+
+    from dreamer_live import config, raylink, spaces, transport
+    from dreamer_live.metrics import Logger
+
+    cfg = config.resolve(["debug"], {"replay.chunk_steps": 4,
+                                     "ray.outbox": str(tmp_path / "outbox")})
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    hub = cluster.remote(raylink.Hub).options(name="far_hub").remote(str(run))
+    box = gymnasium.spaces.Box(0, 255, (4, 4, 3), np.uint8)
+    spaces.save(elsewhere / "replay", {"image": box}, gymnasium.spaces.Discrete(3))
+    logs, sinks = [], []
+    try:
+        for where, actor_id in ((elsewhere, 7), (run, 8)):
+            logs.append(Logger(where, "actor", quiet=True, tensorboard=False,
+                               fields={"actor/id": actor_id, "actor/pid": os.getpid()}))
+            transport.use_ray(raylink.Link(where, hub_name="far_hub"))
+            sinks.append(transport.replay_sink(cfg, where, actor_id))
+        found = poll("the actor's spaces.json in the run's replay",
+                     lambda: spaces.load(run / "replay"), 30)
+        assert found[0]["image"] == box and found[1] == gymnasium.spaces.Discrete(3)
+        other = spaces.to_json({"image": gymnasium.spaces.Box(0, 255, (8, 8, 3), np.uint8)},
+                               gymnasium.spaces.Discrete(3))
+        assert "differ" in cluster.get(hub.put_spaces.remote(other))  # the first actor's stays
+        for step in range(3):
+            for log in logs:
+                log.write(step, {"actor/ticks_per_s": 15.0})
+        for step in range(8):
+            sinks[0].add({"x": np.full(2, step, np.float32), "is_last": np.bool_(False)})
+
+        def lines(actor_id):
+            return [r["step"] for r in metricslib.read_lines(run / "metrics.jsonl", "actor")
+                    if r["actor/id"] == actor_id]
+        poll("actor 7's three lines in the run's metrics.jsonl", lambda: len(lines(7)) >= 3, 30)
+        poll("actor 7's two chunks in the run's replay",
+             lambda: replay_steps(run).get("7") == 8, 30)
+        for sink in sinks:
+            sink.close()
+        assert lines(7) == [0, 1, 2] and lines(8) == [0, 1, 2]  # each line once
+    finally:
+        transport.use_ray(None)
+        for log in logs:
+            log.close()
+        for sink in sinks:
+            sink.close()
+        cluster.kill(hub)
