@@ -1,7 +1,7 @@
 """Can the agent's image Encoder and Decoder, as a plain autoencoder or in the world model, draw a
 game's small moving objects?
 
-    .venv/bin/python bench/pixel_probe.py [--model autoencoder|world] [--configs catcher catcher_pixels]
+    .venv/bin/python bench/pixel_probe.py [--model autoencoder|world] [--configs catcher_pixels]
         [--env.size '[16, 16]'] [--env.grayscale true] [--agent.enc.depth 8 --agent.dec.depth 8]
         [--steps 6000] [--lr 1e-3]
 
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
     """Collect frames, train the model and print the moving-object error as it trains."""
     p = argparse.ArgumentParser(prog="bench/pixel_probe.py", description=__doc__.splitlines()[0],
                                 epilog="Any config key can be overridden as --section.key value.")
-    p.add_argument("--configs", nargs="*", default=["catcher", "catcher_pixels"], metavar="PRESET")
+    p.add_argument("--configs", nargs="*", default=["catcher_pixels"], metavar="PRESET")
     p.add_argument("--frames", type=int, default=20000, help="frames collected (default 20000)")
     p.add_argument("--steps", type=int, default=6000, help="training steps (default 6000)")
     p.add_argument("--model", choices=("autoencoder", "world"), default="autoencoder",
