@@ -296,6 +296,7 @@ def _preset(name: str, table: Mapping[str, dict], within: tuple[str, ...] = ()) 
         raise UserError(f"unknown preset '{name}'{did_you_mean(name, table, cutoff=0.0)}; "
                         f"presets: {', '.join(table)}")
     bases = body.pop("base", None) or []
+    bases = [bases] if isinstance(bases, str) else bases
     return [part for base in bases for part in _preset(base, table, within + (name,))] + [body]
 
 
