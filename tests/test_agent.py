@@ -80,13 +80,13 @@ def test_policy_shapes_and_modes(setup):
 def test_is_first_resets_the_policy_carry(setup):
     agent, state = setup
     params = agent.policy_params(state)
-    batch = make_batch(agent, seed=1, b=2)
+    batch = make_batch(agent, seed=1, b=3)  # 3, as above: the same compiled policy
     key = jax.random.PRNGKey(3)
-    carry = agent.initial_carry(2)
+    carry = agent.initial_carry(3)
     for t in range(4):
         carry, _, _ = agent.policy(params, carry, step_obs(batch, t, t == 0), key, "train")
     assert float(jnp.abs(carry["deter"]).sum()) > 0
-    fresh = agent.policy(params, agent.initial_carry(2), step_obs(batch, 5, True), key, "train")
+    fresh = agent.policy(params, agent.initial_carry(3), step_obs(batch, 5, True), key, "train")
     reset = agent.policy(params, carry, step_obs(batch, 5, True), key, "train")
     cont = agent.policy(params, carry, step_obs(batch, 5, False), key, "train")
     jax.tree.map(np.testing.assert_array_equal, reset, fresh)
