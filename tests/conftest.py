@@ -13,6 +13,22 @@ from dreamer_live.config import resolve
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
+# A tiny agent on 32x32 Catcher frames plus its state vector, learning fast (no warm-up): viz's run
+# trains it, and test_agent's discrete case tests it, at batch 4 x 16 steps (the debug preset's), so
+# the suite compiles its train step, and its 3 x 16 report, once (a cold train step: ~30-60 s).
+IMAGE_AGENT = {
+    "env.name": "dreamer_live/Catcher-v0", "env.clock": "lockstep", "env.obs": "both",
+    "env.size": [32, 32], "batch_size": 4, "batch_length": 16,
+    "agent.rssm.deter": 64, "agent.rssm.hidden": 32, "agent.rssm.stoch": 8,
+    "agent.rssm.classes": 4, "agent.rssm.blocks": 4,
+    "agent.enc.depth": 4, "agent.enc.mults": [2, 3], "agent.enc.minres": 8, "agent.enc.units": 32,
+    "agent.dec.depth": 4, "agent.dec.mults": [2, 3], "agent.dec.minres": 8, "agent.dec.units": 32,
+    "agent.dec.bspace": 4,
+    "agent.reward_head.units": 32, "agent.reward_head.bins": 31, "agent.cont_head.units": 32,
+    "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
+    "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,
+}
+
 
 def pytest_configure(config):
     """Turn on the compilation cache under the user's dreamer_live cache folder."""

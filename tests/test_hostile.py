@@ -42,6 +42,19 @@ def base(actor_run) -> pathlib.Path:
     return actor_run
 
 
+@pytest.fixture(scope="module")
+def initial(base):
+    """The debug preset's initial agent state (on the host) for the base replay's spaces, as a
+    learner starting there would make it."""
+    import jax
+
+    from dreamer_live import config as configlib, spaces
+    from dreamer_live.agent import Agent
+
+    agent = Agent(configlib.resolve(["debug"]), *spaces.load(base / "replay"))
+    return agent, jax.device_get(agent.init(jax.random.PRNGKey(agent.config.seed)))
+
+
 def copy_replay(base: pathlib.Path, logdir: pathlib.Path) -> pathlib.Path:
     """A new logdir holding a copy of the base replay (and no config, params or checkpoint)."""
     shutil.copytree(base / "replay", logdir / "replay")
@@ -65,19 +78,36 @@ def finite_file(path: pathlib.Path) -> bool:
     return all(np.isfinite(x).all() for x in leaves(serialization.msgpack_restore(path.read_bytes())))
 
 
-def test_learner_skips_non_finite_updates_then_stops_with_one_line(base, tmp_path):
+def test_learner_skips_non_finite_updates_then_stops_with_one_line(base, initial, tmp_path):
+    import jax
+
+    from dreamer_live.checkpoint import Checkpointer
+
     copy_replay(base, tmp_path)
-    # lr 1e30: the first update blows the parameters up, every later one is NaN
+    # A run that diverged after 1 update: its parameters blown up to +-1e30 (finite, so the
+    # checkpoint loads), as one update at learning rate 1e30 leaves them (LaProp's first step is
+    # +-lr per weight); every update from there is NaN. A checkpoint, not `--agent.opt.lr 1e30`:
+    # the learning rate is a compile-time constant, so that learner compiled a train step of its
+    # own (~30 s cold); this one runs the debug preset's, which the suite compiles anyway.
+    _, state = initial
+    rng = np.random.default_rng(0)
+
+    def blow_up(x):
+        return np.where(rng.random(x.shape) < 0.5, -1e30, 1e30).astype(x.dtype)
+
+    state = {**state, "params": jax.tree.map(blow_up, state["params"])}
+    Checkpointer(tmp_path / "checkpoint").save(state, {"updates": 1, "env_steps": 200})
     result = command("dreamer_live.learner", tmp_path, "--run.steps", "40", "--run.train_ratio", "0",
-                     "--agent.opt.lr", "1e30", "--learner.max_skipped", "5",
+                     "--learner.max_skipped", "5",
                      "--run.checkpoint_every", "0.01", "--run.publish_every", "0.1")
-    assert "5 updates in a row with a non-finite loss" in error_line(result)
+    line = error_line(result)
+    assert "5 updates in a row with a non-finite loss" in line and "at 1 updates" in line, line
     files = [*(tmp_path / "params").glob("params-*.msgpack"),
              *(tmp_path / "checkpoint").glob("state_*.msgpack")]
     assert files and all(finite_file(path) for path in files)
 
 
-def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, tmp_path):
+def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, initial, tmp_path):
     import hashlib
     import json
     import time
@@ -85,18 +115,12 @@ def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, tmp_path):
     from dreamer_live import sync
     from dreamer_live.replay import Reader
 
-    import jax
-
-    from dreamer_live import config as configlib, spaces
-    from dreamer_live.agent import Agent
-
     copy_replay(base, tmp_path)
     # a good version, as the learner publishes its initial parameters (in this process: a learner
     # started for it spent ~12 s on start-up)
-    cfg = configlib.resolve(["debug"])
-    agent = Agent(cfg, *spaces.load(tmp_path / "replay"))
-    initial = jax.device_get(agent.policy_params(agent.init(jax.random.PRNGKey(cfg.seed))))
-    sync.Publisher(tmp_path / "params", sync.model_hash(cfg)).publish(initial, 0)
+    agent, state = initial
+    sync.Publisher(tmp_path / "params", sync.model_hash(agent.config)).publish(
+        agent.policy_params(state), 0)
     good = max((tmp_path / "params").glob("params-*.msgpack"))
     blob = serialization.msgpack_restore(good.read_bytes())
     tree = serialization.msgpack_restore(blob["params"])

@@ -10,25 +10,16 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
+from conftest import IMAGE_AGENT
 
 from dreamer_live import cli, render
 from dreamer_live.errors import UserError
 
 LENGTH, SEQUENCES, OBSERVE, IMAGE = 16, 3, 4, 32
 TRAIN_STEPS = 300  # the decoder picks up paddle and fruit after ~200 updates
-# A tiny agent on 32x32 Catcher frames plus its state vector, learning fast (no warm-up).
-OVERRIDES = {
-    "env.name": "dreamer_live/Catcher-v0", "env.clock": "lockstep", "env.obs": "both",
-    "env.size": [IMAGE, IMAGE], "batch_size": 4, "batch_length": LENGTH,
-    "agent.rssm.deter": 64, "agent.rssm.hidden": 32, "agent.rssm.stoch": 8,
-    "agent.rssm.classes": 4, "agent.rssm.blocks": 4,
-    "agent.enc.depth": 4, "agent.enc.mults": [2, 3], "agent.enc.minres": 8, "agent.enc.units": 32,
-    "agent.dec.depth": 4, "agent.dec.mults": [2, 3], "agent.dec.minres": 8, "agent.dec.units": 32,
-    "agent.dec.bspace": 4,
-    "agent.reward_head.units": 32, "agent.reward_head.bins": 31, "agent.cont_head.units": 32,
-    "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
-    "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,
-}
+# conftest's IMAGE_AGENT: a tiny agent on 32x32 Catcher frames plus its state vector, learning fast
+OVERRIDES = IMAGE_AGENT
+assert OVERRIDES["env.size"] == [IMAGE, IMAGE] and OVERRIDES["batch_length"] == LENGTH
 
 
 @pytest.fixture(scope="module")
