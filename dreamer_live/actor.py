@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import os
 import pathlib
 import time
@@ -21,7 +22,7 @@ from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import RoleLock, StopFlag
-from dreamer_live.steps import replay_keys
+from dreamer_live.steps import LOG_PREFIX, replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
 SILENT_AFTER_S = 30.0  # the status line warns when the learner has not been heard from this long
@@ -166,6 +167,9 @@ class TickLoop:
         self.steps = 0
         self.episodes = 0
         self.ep_return, self.ep_length = 0.0, 0
+        # The furthest the env's progress value (env.progress_key, e.g. SuperTux's x) got per episode.
+        self.progress = LOG_PREFIX + config.env.progress_key if config.env.progress_key else ""
+        self.ep_furthest = -math.inf
         self.last_return = float("nan")
         self.held = ""  # the replay sink's note while the disk refuses chunks
 
@@ -250,12 +254,17 @@ class TickLoop:
         self.recent_late.append(late_ms)
         self.ep_return += float(obs["reward"]) if not obs["is_first"] else 0.0
         self.ep_length += 0 if obs["is_first"] else 1
+        if self.progress in obs:
+            self.ep_furthest = max(self.ep_furthest, float(obs[self.progress]))
         if obs["is_last"]:
             self.episodes += 1
             self.last_return = self.ep_return
-            self.logger.write(steps, {"episode/return": self.ep_return,
-                                      "episode/length": self.ep_length})
-            self.ep_return, self.ep_length = 0.0, 0
+            metrics = {"episode/return": self.ep_return, "episode/length": self.ep_length,
+                       "episode/terminal": float(obs["is_terminal"])}
+            if self.progress in obs:
+                metrics[f"episode/furthest_{self.progress[len(LOG_PREFIX):]}"] = self.ep_furthest
+            self.logger.write(steps, metrics)
+            self.ep_return, self.ep_length, self.ep_furthest = 0.0, 0, -math.inf
 
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.source.lag()

@@ -481,7 +481,7 @@ def test_supertux_plays_with_its_profile(xvfb, tmp_path, monkeypatch):
     idle_action, right = (np.eye(len(actions), dtype=np.float32)[actions.index(n)] for n in ("idle", "right"))
     try:
         first = env.reset()  # starts the game, skips its title card, reads x through the pointer chain
-        assert first["image"].shape == (64, 64, 1) and first["image"].dtype == np.uint8
+        assert first["image"].shape == (32, 32, 1) and first["image"].dtype == np.uint8
         pid = live._reader.pid
         idle = hold(env, idle_action, 1.0, hz=15)
         moving = hold(env, right, 1.5, hz=15)
@@ -548,7 +548,7 @@ def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
 def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     """The actor on SuperTux, Tux spawned over a pit: he falls and respawns at the level's start. The
     death step carries env.teleport.reward (not 0.01 x the 3800 px jump back), and the resets (title card,
-    1.5 s) are reported as actor/reset_s, not as late ticks."""
+    1.5 s) are reported as actor/reset_s, not as late ticks; episodes report death and furthest x."""
     data = read_yaml(ROOT / "configs/games/supertux.yaml")
     level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
     data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
@@ -567,6 +567,10 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     assert ticks["reward"].min() >= -1.0  # before: -38.1, the respawn's jump from x 3904 to 96
     assert ticks["is_first"][deaths[0] + 1]
     assert_resets_are_not_lateness(logdir, ticks, reset_at_least_s=1.5)
+    # Per episode, the actor reports whether it ended in a death and how far Tux got (the furthest x, not
+    # the respawn's x 96 the death step observes).
+    assert read_metrics(logdir, "episode/terminal")[0] == 1.0
+    assert read_metrics(logdir, "episode/furthest_x")[0] > 3800
 
 
 class KeyWatch:

@@ -41,11 +41,10 @@ def test_shipped_profiles_load(path):
 def test_presets_name_existing_profiles():
     """The live presets point at shipped profiles (what make_live_env will load)."""
     from dreamer_live.envs.live import profile_path
-    table = configlib.presets()
-    live = [name for name, preset in table.items() if (preset or {}).get("env", {}).get("name") == "live"]
+    resolved = {name: configlib.resolve([name]) for name in configlib.presets()}
+    live = {name: config for name, config in resolved.items() if config.env.name == "live"}
     assert {"catcher_live", "supertux", "supertux_windows"} <= set(live)
-    for name in live:
-        config = configlib.resolve([name])
+    for name, config in live.items():
         assert profile_path(config.env.profile).is_file(), name
 
 

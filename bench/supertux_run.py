@@ -1,0 +1,198 @@
+"""SuperTux for real, measured: actor + learner on one level against scripted players, on Xvfb.
+
+    python bench/supertux_run.py [--minutes 60] [--player-minutes 10] [--phases ...] [-- run.py arguments]
+    python bench/supertux_run.py --summarize DIR
+
+Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
+  scripted     a player that holds right and jumps (JUMP_TICKS of every CYCLE_TICKS), recorded through
+               `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
+               demonstrations of `demos`
+  random       a uniformly random player (one action of the profile's table per tick), recorded the same way
+  learn        `python -m dreamer_live.run` (actor + learner) for --minutes
+  demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
+The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
+Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
+episode/furthest_x), the players' over the learner's episode count when they played that many, and the
+learner's updates; the figure shows furthest x per episode against minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # live_fixtures.start_xvfb: the tests' private X display
+from dreamer_live import config as configlib  # noqa: E402
+from dreamer_live.plot import Run  # noqa: E402
+
+PHASES = ("scripted", "random", "learn", "demos")
+PLAYERS = ("scripted", "random")
+LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
+CYCLE_TICKS, JUMP_TICKS = 9, 6  # the scripted player: right + jump for 6 ticks, right alone for 3
+STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
+
+
+def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
+    """configs/games/supertux.yaml with the launch command ending in `level`."""
+    data = configlib.read_yaml(REPO / "configs/games/supertux.yaml")
+    data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
+    path = folder / "supertux_profile.yaml"
+    path.write_text(configlib.dump_yaml(data))
+    return path
+
+
+def stop(proc: subprocess.Popen, after_s: float) -> int:
+    """Wait up to `after_s`, then SIGINT (a user's Ctrl-C) and wait for the orderly exit."""
+    try:
+        return proc.wait(timeout=after_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait(timeout=STOP_WAIT_S)
+
+
+def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen) -> None:
+    """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person)."""
+    from dreamer_live.envs.live.keys import KeyHolder, XTestKeys
+    conn = display.xlib()
+    keys = KeyHolder(XTestKeys(conn))
+    rng = np.random.default_rng(0)
+    names = list(actions)
+    tick, end = 0, time.monotonic() + seconds + STOP_WAIT_S
+    try:
+        while record.poll() is None and time.monotonic() < end:
+            if name == "random":
+                held = actions[names[rng.integers(len(names))]]
+            else:
+                held = actions["right_jump" if tick % CYCLE_TICKS < JUMP_TICKS else "right"]
+            keys.set(held)
+            tick += 1
+            time.sleep(1 / 15)
+    finally:
+        keys.release_all()
+        conn.close()
+
+
+def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
+    """One phase on a fresh Xvfb display, its logdir `logdir/phase`."""
+    from live_fixtures import start_xvfb
+    folder = logdir / phase
+    folder.mkdir(parents=True, exist_ok=True)
+    profile = profile_for(args.level, folder)
+    display = start_xvfb()
+    env = display.env(SUPERTUX2_USER_DIR=str(folder / "supertux_saves"))
+    common = ["--logdir", str(folder), "--configs", *args.configs, "--env.profile", str(profile),
+              "--env.live.display", display.name, "--run.quiet", "true"]
+    try:
+        if phase in PLAYERS:
+            seconds = args.player_minutes * 60
+            cmd = [sys.executable, "-m", "dreamer_live.record", *common, "--actor.duration", str(seconds)]
+            print(f"[{phase}]", " ".join(cmd), flush=True)
+            record = subprocess.Popen(cmd, cwd=REPO, env=env)
+            actions = configlib.read_yaml(profile)["actions"]
+            play(phase, display, actions, seconds, record)
+            stop(record, 60)
+        else:
+            if phase == "demos":
+                demos = logdir / "scripted" / "demos"
+                if not demos.is_dir():
+                    raise SystemExit(f"the demos phase needs {demos}: run the scripted phase first")
+                shutil.copytree(demos, folder / "demos", dirs_exist_ok=True)
+                common += ["--replay.demo_fraction", str(args.demo_fraction)]
+            cmd = [sys.executable, "-m", "dreamer_live.run", *common, *rest]
+            print(f"[{phase}]", " ".join(cmd), f"for {args.minutes} min", flush=True)
+            stop(subprocess.Popen(cmd, cwd=REPO, env=env), args.minutes * 60)
+    finally:
+        display.proc.terminate()
+        display.proc.wait(10)
+
+
+def episodes(folder: pathlib.Path) -> dict[str, np.ndarray]:
+    """Per episode of a phase: minutes since its start, furthest x, death (1) or not (0)."""
+    run = Run(folder, folder.name)
+    source = "record" if folder.name in PLAYERS else "actor"
+    minutes, furthest = run.curve(source, "episode/furthest_x", "minutes")
+    _, died = run.curve(source, "episode/terminal", "minutes")
+    return {"minutes": minutes, "furthest": furthest, "died": died}
+
+
+def figures(folder: pathlib.Path, count: int | None = None) -> dict:
+    """Episodes, deaths, mean and best furthest x over the first `count` episodes (all: None)."""
+    ep = {k: v[:count] for k, v in episodes(folder).items()}
+    out = {"episodes": len(ep["furthest"]), "deaths": int(ep["died"].sum())}
+    if len(ep["furthest"]):
+        out.update(mean_x=float(ep["furthest"].mean()), best_x=float(ep["furthest"].max()),
+                   minutes=float(ep["minutes"][-1]))
+    if folder.name not in PLAYERS:
+        steps, rates = Run(folder, folder.name).curve("learner", "learner/updates_per_s")
+        busy = rates[rates > 0]
+        out.update(updates=int(steps[-1]) if len(steps) else 0,
+                   updates_per_s=float(busy.mean()) if len(busy) else 0.0)
+    return out
+
+
+def summarize(logdir: pathlib.Path) -> None:
+    """Print each phase's figures (players also over the learner's episode count) and draw the figure."""
+    done = [p for p in PHASES if (logdir / p / "metrics.jsonl").exists()]
+    if not done:
+        raise SystemExit(f"no phase of {logdir} has metrics")
+    learned = figures(logdir / "learn")["episodes"] if "learn" in done else None
+    for phase in done:
+        print(f"{phase:>9}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                         for k, v in figures(logdir / phase).items()))
+        if phase in PLAYERS and learned:
+            same = figures(logdir / phase, learned)
+            print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
+                  + ", ".join(f"{k} {same[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in same))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for phase in done:
+        ep = episodes(logdir / phase)
+        ax.plot(ep["minutes"], ep["furthest"], ".", alpha=0.5, label=phase)
+    ax.set(xlabel="minutes", ylabel="furthest x per episode (pixels)", title=f"SuperTux: {logdir.name}")
+    ax.legend()
+    out = logdir / "supertux_run.png"
+    fig.savefig(out, dpi=100, bbox_inches="tight")
+    print(f"figure: {out}")
+
+
+def main() -> int:
+    """Run the phases (or summarize --summarize DIR) and print their figures."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes", type=float, default=60.0, help="minutes of each learning phase")
+    p.add_argument("--player-minutes", type=float, default=10.0, help="minutes of each scripted player")
+    p.add_argument("--demo-fraction", type=float, default=0.25, help="replay.demo_fraction of `demos`")
+    p.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
+    p.add_argument("--configs", nargs="+", default=["supertux"], help="presets of every phase")
+    p.add_argument("--level", default=LEVEL, help="the level file SuperTux starts")
+    p.add_argument("--logdir", type=pathlib.Path, default=None)
+    p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
+    args = p.parse_args()
+    if args.summarize:
+        summarize(args.summarize)
+        return 0
+    if not shutil.which("Xvfb") or not os.path.exists(configlib.read_yaml(
+            REPO / "configs/games/supertux.yaml")["launch"]["command"][0]):
+        raise SystemExit("needs Xvfb and SuperTux (apt-get install xvfb supertux)")
+    logdir = args.logdir or REPO / "logdir" / f"bench-supertux-{time.strftime('%Y%m%d-%H%M%S')}"
+    rest = [a for a in args.rest if a != "--"]
+    for phase in args.phases:
+        run_phase(phase, logdir, args, rest)
+    summarize(logdir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
