@@ -4,7 +4,7 @@
     python bench/supertux_run.py --summarize DIR
 
 Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
-  scripted     a player that holds right and jumps (JUMP_TICKS of every CYCLE_TICKS), recorded through
+  scripted     a player that holds right and jumps (SCRIPT, 15 actions per second), recorded through
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
@@ -38,7 +38,9 @@ from dreamer_live.plot import Run  # noqa: E402
 PHASES = ("scripted", "random", "learn", "demos")
 PLAYERS = ("scripted", "random")
 LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
-CYCLE_TICKS, JUMP_TICKS = 9, 6  # the scripted player: right + jump for 6 ticks, right alone for 3
+# The scripted player, per cycle: right + jump for 6 ticks, right alone for 3, nothing for 1 (the game
+# takes a key held since before the level started as no press: each cycle presses right anew).
+SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
 
 
@@ -73,7 +75,7 @@ def play(name: str, display, actions: dict, seconds: float, record: subprocess.P
             if name == "random":
                 held = actions[names[rng.integers(len(names))]]
             else:
-                held = actions["right_jump" if tick % CYCLE_TICKS < JUMP_TICKS else "right"]
+                held = actions[SCRIPT[tick % len(SCRIPT)]]
             keys.set(held)
             tick += 1
             time.sleep(1 / 15)
@@ -91,7 +93,8 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
     display = start_xvfb()
     env = display.env(SUPERTUX2_USER_DIR=str(folder / "supertux_saves"))
     common = ["--logdir", str(folder), "--configs", *args.configs, "--env.profile", str(profile),
-              "--env.live.display", display.name, "--run.quiet", "true"]
+              "--env.live.display", display.name, "--env.live.launch", "true",  # the profile written above
+              "--run.quiet", "true"]
     try:
         if phase in PLAYERS:
             seconds = args.player_minutes * 60
@@ -100,7 +103,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
             record = subprocess.Popen(cmd, cwd=REPO, env=env)
             actions = configlib.read_yaml(profile)["actions"]
             play(phase, display, actions, seconds, record)
-            stop(record, 60)
+            code = stop(record, 60)
         else:
             if phase == "demos":
                 demos = logdir / "scripted" / "demos"
@@ -110,7 +113,9 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                 common += ["--replay.demo_fraction", str(args.demo_fraction)]
             cmd = [sys.executable, "-m", "dreamer_live.run", *common, *rest]
             print(f"[{phase}]", " ".join(cmd), f"for {args.minutes} min", flush=True)
-            stop(subprocess.Popen(cmd, cwd=REPO, env=env), args.minutes * 60)
+            code = stop(subprocess.Popen(cmd, cwd=REPO, env=env), args.minutes * 60)
+        if code:
+            raise SystemExit(f"[{phase}] exited with status {code}")
     finally:
         display.proc.terminate()
         display.proc.wait(10)

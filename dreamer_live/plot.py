@@ -89,6 +89,9 @@ def panels(runs: list[Run]) -> list[tuple[str, str, list[tuple[str, str, str, st
         ("episode return vs env steps", "env steps", [("actor", "episode/return", "step", "return")]),
         ("episode return vs wall-clock", "minutes", [("actor", "episode/return", "minutes", "return")]),
     ]
+    furthest = sorted({k for run in runs for k in run.keys("actor") if k.startswith("episode/furthest_")})
+    out += [(f"{key[len('episode/'):].replace('_', ' ')} per episode", "minutes",
+             [("actor", key, "minutes", "return")]) for key in furthest]  # env.progress_key's best
     out += [(key, "learner updates", [("learner", key, "step", "-")]) for key in loss_keys(runs)]
     out += [
         ("tick lateness (ms): p99 solid, p50 dashed", "minutes",

@@ -20,6 +20,7 @@ def write_run(logdir, seed, lines=30, partial_tail=True):
             when = 1.7e9 + 6 * k
             f.write(encode_line("actor", 100 * k, {
                 "episode/return": 0.2 * k * (seed + 1) + rng.normal(), "episode/length": 100,
+                "episode/furthest_x": 40.0 * k,
                 "actor/late_ticks": int(rng.integers(3)), "actor/late_ms_p50": 1.0,
                 "actor/late_ms_p99": 4.0 + seed, "actor/late_ms_max": 9.0,
                 "actor/policy_lag_steps": 20 + k, "actor/policy_lag_s": 3.0}, when))
@@ -49,7 +50,7 @@ def test_several_runs_share_one_figure_with_a_legend(tmp_path):
     fig = plot.figure(runs)
     titles = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
     for title in ("episode return vs env steps", "episode return vs wall-clock",
-                  "train/image_loss", "train/reward_loss", "train/policy_loss",
+                  "furthest x per episode", "train/image_loss", "train/reward_loss", "train/policy_loss",
                   "tick lateness (ms): p99 solid, p50 dashed", "policy lag (learner updates)",
                   "policy lag (seconds)"):
         assert title in titles, title
