@@ -93,7 +93,7 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
         key = jax.random.PRNGKey(config.seed + 7919 * cfg.id)
         key, init_key = jax.random.split(key)
         # Plain device arrays (no weak types), so published params hit the same compiled policy.
-        initial = jax.device_put(jax.device_get(agent.policy_params(agent.init(init_key))))
+        initial = jax.device_put(jax.device_get(agent.init_policy(init_key)))
         core = ActorCore(agent, cfg.mode, initial, key)
         began = time.perf_counter()
         core.warm(initial)

@@ -86,7 +86,7 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
     if checkpoint_step(checkpoint) is not None:
         source = "checkpoint"  # main() refused --source params with a step
     if source in ("auto", "params") and (logdir / "params").is_dir():
-        template = agent.policy_params(agent.init(jax.random.PRNGKey(seed)))
+        template = agent.init_policy(jax.random.PRNGKey(seed))
         client = sync.Client(logdir / "params", template, sync.model_hash(config))
         if client.poll():  # one synchronous read of the newest valid version
             loaded = client.current

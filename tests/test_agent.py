@@ -176,6 +176,12 @@ def test_policy_params_are_small_and_state_serializes(setup):
     jax.tree.map(np.testing.assert_array_equal, small, params)
 
 
+def test_policy_init_gives_the_full_inits_policy_params(setup):
+    agent, state = setup  # state: agent.init(PRNGKey(0))
+    jax.tree.map(np.testing.assert_array_equal, agent.init_policy(jax.random.PRNGKey(0)),
+                 agent.policy_params(state))
+
+
 def test_report_and_dream_shapes(setup):
     agent, state = setup
     b = 3  # 3 sequences, 4 observed: as test_viz's viz runs, the same compiled report

@@ -73,6 +73,9 @@ class Agent:
         self.lr = optim.schedule(cfg.opt.lr, cfg.opt.warmup)
         self.scales = dict(cfg.loss_scales)
         self.init = jax.jit(self._init)
+        # What init's policy_params would be, compiled without the decoder, critic and optimizer
+        # state (XLA drops what is not returned): a smaller program for the actor to compile.
+        self.init_policy = jax.jit(lambda key: self.policy_params(self._init(key)))
         self._policy = jax.jit(self._policy_impl, static_argnames=("mode",))
         self._train = jax.jit(self._train_impl)
         self._openloop = jax.jit(self._openloop_impl, static_argnames=("observe", "dream"))
