@@ -8,7 +8,8 @@ Each update is preceded by batch_size * batch_length / run.train_ratio env steps
 ratio), after run.prefill steps. The game runs as many frames per step as a real-time tick spans, and
 the time cap counts 1/actor.hz per step (`dreamer_live.envs.lockstep_twin`). Replay is an in-memory
 list sampled uniformly (with agent.replay_context, latents kept by dreamer_live/replay/latents.py).
-Every 500 updates it prints the mean return of the last 10 episodes, the policy entropy and the main losses; every --diagnose-every updates and at the end, what the world model knows:
+Every 500 updates it prints the mean return of the last 10 episodes, the policy entropy and the main
+losses; every --diagnose-every updates and at the end, what the world model knows:
 the error of its reconstruction of each state entry (symlog units), for images the squared error per
 frame and the part of it on moving-object pixels (those that differ from the median frame) beside
 their energy, and its predicted reward at the replayed catches, misses and the rest. Not a substitute

@@ -406,7 +406,8 @@ def test_replay_context_latents_by_step_id(tmp_path):
     def truth(batch):  # what a step's latent is stored as below: from its writer run and counter
         run, counter = batch["vector"][..., 0], batch["vector"][..., 1]
         deter = np.repeat((run * 1000 + counter)[..., None], deter_size, -1)
-        return deter, np.eye(4, dtype=np.float32)[(counter % 4).astype(int)][..., None, :].repeat(2, -2)
+        stoch = np.eye(4, dtype=np.float32)[(counter % 4).astype(int)][..., None, :]
+        return deter, stoch.repeat(2, -2)
 
     try:
         first = reader.sample()
@@ -426,8 +427,10 @@ def test_replay_context_latents_by_step_id(tmp_path):
         assert known.any() and unknown.any() and (second["is_first"][:, 1] & ~unknown).any()
         k = known[:, None]
         np.testing.assert_array_equal(inputs["context/deter"], np.where(k, deter[:, 0], 0))
-        np.testing.assert_array_equal(inputs["context/stoch"], np.where(k[..., None], stoch[:, 0], 0))
-        np.testing.assert_array_equal(inputs["context/action"], np.where(k, second["action"][:, 0], 0))
+        np.testing.assert_array_equal(inputs["context/stoch"],
+                                      np.where(k[..., None], stoch[:, 0], 0))
+        np.testing.assert_array_equal(inputs["context/action"],
+                                      np.where(k, second["action"][:, 0], 0))
     finally:
         reader.close()
     small = LatentStore(1, 2, 1, 2, capacity=BLOCK)

@@ -146,7 +146,8 @@ class Agent:
         inputs = self._filter(batch)
         if self.cfg.replay_context:
             b, r = batch["is_first"].shape[0], self.cfg.rssm
-            zeros = (np.zeros((b, r.deter), np.float32), np.zeros((b, r.stoch, r.classes), np.float32),
+            zeros = (np.zeros((b, r.deter), np.float32),
+                     np.zeros((b, r.stoch, r.classes), np.float32),
                      np.zeros((b, self.act_dim), np.float32))
             inputs.update({k: batch.get(k, z) for k, z in zip(CONTEXT_KEYS, zeros)})
         return inputs
