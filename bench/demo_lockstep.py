@@ -7,8 +7,9 @@ lockstep in one process, so a preset can be judged in minutes per seed on one co
 Each update is preceded by batch_size * batch_length / run.train_ratio env steps (the learner's train
 ratio), after run.prefill steps. The game runs as many frames per step as a real-time tick spans, and
 the time cap counts 1/actor.hz per step (`dreamer_live.envs.lockstep_twin`). Replay is an in-memory
-list sampled uniformly. Every 500 updates it prints the mean return of the last 10 episodes, the policy
-entropy and the main losses; every --diagnose-every updates and at the end, what the world model knows:
+list sampled uniformly (with agent.replay_context, latents kept by dreamer_live/replay/latents.py).
+Every 500 updates it prints the mean return of the last 10 episodes, the policy entropy and the main
+losses; every --diagnose-every updates and at the end, what the world model knows:
 the error of its reconstruction of each state entry (symlog units), for images the squared error per
 frame and the part of it on moving-object pixels (those that differ from the median frame) beside
 their energy, and its predicted reward at the replayed catches, misses and the rest. Not a substitute
@@ -47,6 +48,7 @@ def main(argv: list[str]) -> int:
     from dreamer_live.actor_core import make_policy
     from dreamer_live.agent import Agent, rssm as rssmlib
     from dreamer_live.agent.dists import symlog
+    from dreamer_live.replay.latents import STEP_ID, LatentStore
     from dreamer_live.steps import policy_keys
 
     env = make_env(config)
@@ -61,6 +63,8 @@ def main(argv: list[str]) -> int:
     carry, obs = agent.initial_carry(1), env.reset()
     rng = np.random.default_rng(config.seed)
     b, t = config.batch_size, config.batch_length
+    context = config.agent.replay_context
+    latents = LatentStore.from_config(config, capacity=2 ** 62)  # the list keeps every step
 
     def env_step():
         nonlocal carry, obs, key, episode_return
@@ -78,7 +82,9 @@ def main(argv: list[str]) -> int:
 
     def sample(batch: int, length: int) -> dict:
         starts = rng.integers(0, len(store["is_first"]) - length + 1, batch)
-        return {k: np.stack([np.stack(v[i:i + length]) for i in starts]) for k, v in store.items()}
+        out = {k: np.stack([np.stack(v[i:i + length]) for i in starts]) for k, v in store.items()}
+        out[STEP_ID] = starts[:, None] + np.arange(length)  # a step's id: its index in the list
+        return out
 
     def diagnose():
         """What the model knows, on the newest replay observed in windows of 64 steps."""
@@ -114,7 +120,7 @@ def main(argv: list[str]) -> int:
                 print(f"  predicted reward where the replayed reward {label}: {reward[where].mean():+.3f}")
 
     began = time.perf_counter()
-    while len(store["is_first"]) < max(config.run.prefill, t):
+    while len(store["is_first"]) < max(config.run.prefill, t + context):
         env_step()
     debt = 0.0
     steps_per_update = b * t / config.run.train_ratio if config.run.train_ratio else 1.0
@@ -124,7 +130,10 @@ def main(argv: list[str]) -> int:
             env_step()
             debt -= 1
         key, train_key = jax.random.split(key)
-        state, metrics = agent.train(state, sample(b, t), train_key)
+        if latents is None:
+            state, metrics = agent.train(state, sample(b, t), train_key)
+        else:
+            state, metrics = latents.train(agent, state, sample(b, t + context), train_key)
         if update % 50 == 0:  # about the actor's pick-up interval at the learner's speed
             params = agent.policy_params(state)
         if update % 500 == 0 or update == args.updates:

@@ -55,8 +55,9 @@ class Learner:
                 raise UserError(f"replay folder {self.replay_dir} holds no steps")
             if self.offline and not reader.ready():
                 raise UserError(f"replay folder {self.replay_dir} holds no episode piece of "
-                                f"batch_length={config.batch_length} steps ({reader.num_steps} "
-                                "steps in all)")
+                                f"batch_length + agent.replay_context = "
+                                f"{config.batch_length + config.agent.replay_context} steps "
+                                f"({reader.num_steps} steps in all)")
             found = self._spaces()
             if found is None:
                 return 0
@@ -108,7 +109,7 @@ class Learner:
 
         if self.offline:
             return  # nothing to overlap with
-        b, t = self.config.batch_size, self.config.batch_length
+        b, t = self.config.batch_size, self.config.batch_length + self.config.agent.replay_context
         batch = {k: np.zeros((b, t, *space.shape), space.dtype) for k, space in obs_space.items()}
         batch["action"] = np.zeros((b, t, agent.act_dim), np.float32)
         began = time.monotonic()
@@ -133,7 +134,10 @@ class Learner:
     def _train(self, agent, state, reader, publisher, checkpointer, version):
         import jax
 
+        from dreamer_live.replay.latents import LatentStore
+
         config, run = self.config, self.config.run
+        latents = LatentStore.from_config(config)  # replay context: starts empty, also on resume
         key = jax.random.PRNGKey(config.seed + 1 + self.updates)
         batch_steps = config.batch_size * config.batch_length
         now = time.monotonic()
@@ -159,7 +163,10 @@ class Learner:
                 else:
                     batch = reader.sample()
                     key, sub = jax.random.split(key)
-                    state, metrics = agent.train(state, batch, sub)
+                    if latents is None:
+                        state, metrics = agent.train(state, batch, sub)
+                    else:
+                        state, metrics = latents.train(agent, state, batch, sub)
                     # Fetching the metrics waits for the update: counts finished updates, not queued
                     # ones, and keeps JAX's async dispatch from piling up work (batches are prefetched).
                     metrics = jax.device_get(metrics)

@@ -219,3 +219,52 @@ def test_bfloat16_compute_keeps_float32_params():
     out = agent.report(state, batch, observe=4)
     assert np.all(np.isfinite(np.asarray(out["vector/model"])))
     assert np.all(np.isfinite(np.asarray(out["reward/model"])))
+
+
+def test_replay_context_trains_from_stored_latents_and_stores_the_posterior():
+    """agent.replay_context 1: the trained steps start from the stored latent of the context step
+    (zeros where unknown or before is_first), and the training pass stores the posterior latents of
+    the trained steps: those of the world model's observe from that start with the same key."""
+    from dreamer_live.replay.latents import STEP_ID, LatentStore
+    cfg = config.resolve(["debug"], {"agent.replay_context": 1})
+    space = {"vector": gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32), **step_spaces()}
+    agent = Agent(cfg, space, gymnasium.spaces.Discrete(3))
+    state = agent.init(jax.random.PRNGKey(0))
+    r, rng = cfg.agent.rssm, np.random.default_rng(0)
+    batch = {"vector": rng.normal(size=(B, T + 1, 5)).astype(np.float32),
+             "action": np.eye(3, dtype=np.float32)[rng.integers(0, 3, (B, T + 1))],
+             "reward": rng.normal(size=(B, T + 1)).astype(np.float32),
+             "is_first": np.zeros((B, T + 1), bool), "is_last": np.zeros((B, T + 1), bool),
+             "is_terminal": np.zeros((B, T + 1), bool),
+             STEP_ID: np.arange(B * (T + 1)).reshape(B, T + 1)}
+    batch["is_first"][1, 1] = True  # sequence 1 starts an episode: its stored start is not used
+    store = LatentStore.from_config(cfg)
+    store.update(batch[STEP_ID][1:, 0], rng.uniform(-1, 1, (B - 1, r.deter)),
+                 np.eye(r.classes)[rng.integers(0, r.classes, (B - 1, r.stoch))])
+    start = store.inputs(batch)
+    used = np.array([False, False] + [True] * (B - 2))  # sequence 0: never stored
+    assert (np.abs(start["context/deter"]).sum(-1) > 0).tolist() == used.tolist()
+    np.testing.assert_array_equal(start["context/action"], batch["action"][:, 0] * used[:, None])
+    key = jax.random.PRNGKey(3)
+    new, metrics = store.train(agent, state, batch, key)
+    assert metrics["skipped"] == 0 and int(new["step"]) == 1
+
+    wm, params = agent.wm, state["params"]
+    trained = {k: batch[k][:, 1:] for k in agent.batch_keys}
+    prev = wm.prev_actions(jnp.asarray(trained["action"]), jnp.asarray(start["context/action"]))
+
+    def observe(carry):
+        return rssmlib.observe(wm.rssm, params["rssm"], carry, wm.encode(params, trained), prev,
+                               jnp.asarray(trained["is_first"]), jax.random.split(key)[0])[1]
+
+    expected = observe({"deter": start["context/deter"], "stoch": start["context/stoch"]})
+    deter, stoch, known = store.lookup(batch[STEP_ID][:, 1:].ravel())
+    assert known.all()
+    np.testing.assert_allclose(deter, np.reshape(expected["deter"], (-1, r.deter)), atol=2e-3)
+    np.testing.assert_array_equal(stoch, np.reshape(expected["stoch"], (-1, r.stoch, r.classes)))
+    from_zero = observe(wm.initial(B))
+    assert not np.allclose(from_zero["deter"][2:, 0], expected["deter"][2:, 0], atol=1e-2)
+    np.testing.assert_allclose(from_zero["deter"][:2], expected["deter"][:2], atol=1e-5)
+    # without a store's inputs every sequence starts from zero (the same compiled step)
+    new, metrics = agent.train(state, {k: v for k, v in batch.items() if k != STEP_ID}, key)
+    assert metrics["skipped"] == 0

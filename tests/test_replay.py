@@ -388,3 +388,53 @@ def test_demonstrations_are_mixed_into_batches_at_demo_fraction(tmp_path):
         assert (alone.sample()["vector"][:, :, 0] == 1).all()
     finally:
         alone.close()
+
+
+def test_replay_context_latents_by_step_id(tmp_path):
+    """With agent.replay_context the reader samples K + batch_length steps with ids (one per step, the
+    same step always the same id); the store gives the latent stored for the last context step,
+    zeros for a step never stored or before an episode's first step, and forgets the oldest ids."""
+    from dreamer_live.replay.latents import BLOCK, STEP_ID, LatentStore
+    cfg = config.resolve(["debug"], {"agent.replay_context": 1, "batch_size": 256,
+                                     "agent.rssm.stoch": 2, "agent.rssm.classes": 4})
+    for run in (0, 1):
+        write_steps(tmp_path, run, run=run, steps=100, episode=5)
+    reader = Reader.from_config(cfg, tmp_path)
+    store = LatentStore.from_config(cfg)
+    deter_size = cfg.agent.rssm.deter
+
+    def truth(batch):  # what a step's latent is stored as below: from its writer run and counter
+        run, counter = batch["vector"][..., 0], batch["vector"][..., 1]
+        deter = np.repeat((run * 1000 + counter)[..., None], deter_size, -1)
+        stoch = np.eye(4, dtype=np.float32)[(counter % 4).astype(int)][..., None, :]
+        return deter, stoch.repeat(2, -2)
+
+    try:
+        first = reader.sample()
+        assert first["vector"].shape[:2] == first[STEP_ID].shape == (256, cfg.batch_length + 1)
+        assert_sequences_consistent(first)
+        second = reader.sample()
+        step_of = {}
+        for batch in (first, second):
+            for i, step in zip(batch[STEP_ID].ravel(), batch["vector"].reshape(-1, 2)):
+                assert step_of.setdefault(int(i), tuple(step)) == tuple(step)
+        stored = first[STEP_ID][::2, 1:]  # every other sequence's trained steps
+        store.update(stored, *(x[::2, 1:] for x in truth(first)))
+        inputs = store.inputs(second)
+        deter, stoch = truth(second)
+        known = np.isin(second[STEP_ID][:, 0], stored) & ~second["is_first"][:, 1]
+        unknown = ~np.isin(second[STEP_ID][:, 0], stored)
+        assert known.any() and unknown.any() and (second["is_first"][:, 1] & ~unknown).any()
+        k = known[:, None]
+        np.testing.assert_array_equal(inputs["context/deter"], np.where(k, deter[:, 0], 0))
+        np.testing.assert_array_equal(inputs["context/stoch"],
+                                      np.where(k[..., None], stoch[:, 0], 0))
+        np.testing.assert_array_equal(inputs["context/action"],
+                                      np.where(k, second["action"][:, 0], 0))
+    finally:
+        reader.close()
+    small = LatentStore(1, 2, 1, 2, capacity=BLOCK)
+    small.update(np.arange(3), np.ones((3, 2)), np.eye(2)[[0, 1, 1], None])
+    assert small.lookup(np.arange(4))[2].tolist() == [True, True, True, False]
+    small.update([2 * BLOCK], np.ones((1, 2)), np.eye(2)[[0], None])
+    assert small.lookup([0, 1, 2, 2 * BLOCK])[2].tolist() == [False, False, False, True]

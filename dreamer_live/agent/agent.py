@@ -11,6 +11,7 @@ import optax
 from dreamer_live.agent import behavior, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
+from dreamer_live.replay.latents import CONTEXT_KEYS
 from dreamer_live import steps
 from dreamer_live.errors import UserError
 
@@ -125,8 +126,17 @@ class Agent:
 
     # ------------------------------------------------------------------------------------------
     def train(self, state, batch, key):
-        """One gradient update on a replay batch [B, T, ...]; returns (state, flat scalar metrics)."""
-        return self._train(state, self._filter(batch), key)
+        """One gradient update on a replay batch [B, T, ...]; returns (state, flat scalar metrics).
+
+        With agent.replay_context K the batch is [B, K + T, ...] and the first K steps are context
+        only; the trained steps start from its CONTEXT_KEYS (replay/latents.py), zeros when absent."""
+        state, metrics, _ = self._train(state, self._train_inputs(batch), key)
+        return state, metrics
+
+    def train_context(self, state, batch, key):
+        """train() on a batch [B, K + T, ...] with its CONTEXT_KEYS; returns (state, metrics, the
+        posterior latents {deter [B, T, D], stoch [B, T, S, C]} of the trained steps)."""
+        return self._train(state, self._train_inputs(batch), key)
 
     def _filter(self, batch):
         missing = [k for k in self.batch_keys if k not in batch]
@@ -134,10 +144,30 @@ class Agent:
             raise UserError(f"batch lacks keys {missing}; it has {sorted(batch)}")
         return {k: batch[k] for k in self.batch_keys}
 
+    def _train_inputs(self, batch):
+        """The batch keys, plus with replay context its CONTEXT_KEYS (zeros where absent)."""
+        inputs = self._filter(batch)
+        if self.cfg.replay_context:
+            b, r = batch["is_first"].shape[0], self.cfg.rssm
+            zeros = (np.zeros((b, r.deter), np.float32),
+                     np.zeros((b, r.stoch, r.classes), np.float32),
+                     np.zeros((b, self.act_dim), np.float32))
+            inputs.update({k: batch.get(k, z) for k, z in zip(CONTEXT_KEYS, zeros)})
+        return inputs
+
+    def _split_context(self, batch):
+        """(the trained steps, the carry they start from or None) of a train-step batch."""
+        k = self.cfg.replay_context
+        if not k:
+            return batch, None
+        start = {name.split("/")[1]: batch[name] for name in CONTEXT_KEYS}
+        return {name: batch[name][:, k:] for name in self.batch_keys}, start
+
     def _loss(self, params, state, batch, key):
         cfg = self.cfg
         k1, k2 = jax.random.split(key)
-        losses, states, metrics = self.wm.loss(params, batch, k1)
+        batch, start = self._split_context(batch)
+        losses, states, metrics = self.wm.loss(params, batch, k1, start)
         wm_params = {k: params[k] for k in WM_PARTS}
         ac_losses, retnorm, ret, ac_metrics = self.ac.imag_loss(
             params, state["slow_critic"], self.wm, wm_params, states, state["retnorm"], k2)
@@ -156,11 +186,13 @@ class Agent:
         metrics.update({f"loss/{k}": v for k, v in means.items()})
         metrics["loss/wm"] = sum(self.scales[k] * means[k] for k in WM_LOSSES)
         metrics["loss/total"] = total
-        return total, (retnorm, metrics)
+        latents = {"deter": states["deter"], "stoch": states["stoch"]} if start is not None else {}
+        return total, (retnorm, metrics, latents)
 
     def _train_impl(self, state, batch, key):
         params = state["params"]
-        grads, (retnorm, metrics) = jax.grad(self._loss, has_aux=True)(params, state, batch, key)
+        grads, (retnorm, metrics, latents) = jax.grad(self._loss, has_aux=True)(
+            params, state, batch, key)
         updates, opt_state = self.opt.update(grads, state["opt"], params)
         params = optax.apply_updates(params, updates)
         rate = self.cfg.slow_rate
@@ -180,7 +212,7 @@ class Agent:
         ok = all_finite((metrics["loss/total"], grads, new))
         new = jax.lax.cond(ok, lambda: new, lambda: state)
         metrics["skipped"] = 1.0 - ok.astype(f32)
-        return new, metrics
+        return new, metrics, sg(latents)
 
     # ------------------------------------------------------------------------------------------
     def report(self, state, batch, observe: int = 8, key=None):

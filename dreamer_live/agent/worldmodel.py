@@ -121,12 +121,15 @@ class WorldModel:
         return jnp.concatenate([first, actions[:, :-1]], 1)
 
     # ------------------------------------------------------------------------------------------
-    def loss(self, params, batch: dict, key):
-        """World-model losses (each [B, T]), posterior states [B, T, ...] and metrics."""
+    def loss(self, params, batch: dict, key, start: dict | None = None):
+        """World-model losses (each [B, T]), posterior states [B, T, ...] and metrics; the posterior
+        starts from `start` {deter, stoch, action} (replay context) when given, else from zeros."""
         tokens = self.encode(params, batch)
         b = tokens.shape[0]
-        prev = self.prev_actions(batch["action"].astype(f32))
-        _, states, post = rssmlib.observe(self.rssm, params["rssm"], self.initial(b), tokens, prev,
+        carry = self.initial(b) if start is None else {k: start[k] for k in ("deter", "stoch")}
+        prev = self.prev_actions(batch["action"].astype(f32),
+                                 None if start is None else start["action"])
+        _, states, post = rssmlib.observe(self.rssm, params["rssm"], carry, tokens, prev,
                                           batch["is_first"], key, self.unroll)
         prior = self.rssm.apply(params["rssm"], states["deter"], method=rssmlib.RSSM.prior)
         dyn, rep, kl = dists.kl_losses(post, prior, self.cfg.rssm.free_nats)

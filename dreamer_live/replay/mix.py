@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dreamer_live.replay.latents import STEP_ID
+
 
 def demo_batch(fraction: float, batch: int) -> int:
     """Sequences of a `batch` drawn from demonstrations: at least 1 when fraction > 0, at most batch - 1."""
@@ -39,6 +41,8 @@ class DemoMix:
         if not self.demos.ready():
             return self.replay.sample(self.replay.batch + self.demos.batch)
         own, demos = self.replay.sample(), self.demos.sample()
+        if STEP_ID in demos:  # another reader's ids: not stored, demonstrations start from zero
+            demos[STEP_ID] = np.full_like(demos[STEP_ID], -1)
         return {k: np.concatenate([own[k], demos[k]]) for k in own}
 
     def close(self) -> None:

@@ -40,7 +40,8 @@ class Reader:
 
     def __init__(self, directory: str | os.PathLike, capacity: int = 1_000_000, seed: int = 0,
                  recency: float = 0.0, prefetch: int = 4, batch: int = 16, length: int = 64, *,
-                 recency_window: int = 10_000, readonly: bool = False, spec: Spec | None = None):
+                 recency_window: int = 10_000, readonly: bool = False, spec: Spec | None = None,
+                 step_ids: bool = False):
         self.directory = pathlib.Path(directory)
         if self.directory.exists() and not self.directory.is_dir():
             raise UserError(f"replay folder {self.directory} is a file, not a folder")
@@ -52,6 +53,7 @@ class Reader:
         self.capacity, self.seed, self.recency = int(capacity), seed, float(recency)
         self.recency_window, self.readonly = int(recency_window), readonly
         self.batch, self.length = int(batch), int(length)
+        self.step_ids = step_ids  # batches carry replay.latents.STEP_ID
         self.corrupt: list[str] = []  # names of bad chunks found (moved aside unless readonly)
         # expected keys -> (per-step shape, dtype); unless given, the majority of the first load's
         self._spec = None if spec is None else {
@@ -79,11 +81,12 @@ class Reader:
     def from_config(cls, config, directory: str | os.PathLike, readonly: bool = False,
                     batch: int | None = None):
         """A reader with the replay section's capacity, recency and prefetch and the run's batch shape
-        (`batch` sequences when given)."""
-        r = config.replay
+        (`batch` sequences when given): batch_length steps after agent.replay_context steps of
+        context, with step ids when there is context."""
+        r, context = config.replay, config.agent.replay_context
         return cls(directory, r.capacity, config.seed, r.recency, r.prefetch,
-                   batch or config.batch_size, config.batch_length, recency_window=r.recency_window,
-                   readonly=readonly)
+                   batch or config.batch_size, config.batch_length + context,
+                   recency_window=r.recency_window, readonly=readonly, step_ids=context > 0)
 
     # ---- index -------------------------------------------------------------------------------
 
@@ -212,7 +215,8 @@ class Reader:
         if self._thread is None or (batch, length) != (self.batch, self.length):
             table = self._table
             self._require(table, length)
-            return table.sample(self._rng, batch, length, self.recency, self.recency_window)
+            return table.sample(self._rng, batch, length, self.recency, self.recency_window,
+                                self.step_ids)
         while True:
             try:
                 return self._queue.get(timeout=0.05)
@@ -236,7 +240,7 @@ class Reader:
                     self._changed.clear()
                     continue
                 batch = table.sample(rng, self.batch, self.length, self.recency,
-                                     self.recency_window)
+                                     self.recency_window, self.step_ids)
                 while not self._stop.is_set():
                     try:
                         self._queue.put(batch, timeout=0.5)

@@ -17,6 +17,7 @@ import numpy as np
 import zstandard
 
 from dreamer_live.replay.chunk import ChunkName
+from dreamer_live.replay.latents import STEP_ID
 from dreamer_live.steps import is_trained
 
 BLOCK_STEPS = 16  # steps per compressed block
@@ -149,9 +150,10 @@ class Table:
         return bool(len(self.chunks)) and bool(self.counts(length).sum() > 0)
 
     def sample(self, rng: np.random.Generator, batch: int, length: int, recency: float = 0.0,
-               window: int = 0) -> dict[str, np.ndarray]:
+               window: int = 0, step_ids: bool = False) -> dict[str, np.ndarray]:
         """Draw `batch` sequences uniformly over valid starts (training keys only, see steps.py); a
-        `recency` share of them starts in chunks overlapping the newest `window` steps loaded."""
+        `recency` share of them starts in chunks overlapping the newest `window` steps loaded. With
+        step_ids, also each step's id (replay/latents.py)."""
         counts = self.counts(length)
         n_recent = int(round(recency * batch)) if recency > 0 else 0
         picks = []
@@ -164,20 +166,28 @@ class Table:
         picks.append(_draw(rng, counts, batch - n_recent))
         chunk_index = np.concatenate([p[0] for p in picks])
         offsets = np.concatenate([p[1] for p in picks])
-        return self.gather(chunk_index, offsets, length)
+        return self.gather(chunk_index, offsets, length, step_ids)
 
-    def gather(self, chunk_index: np.ndarray, offsets: np.ndarray, length: int):
-        """Sequences of `length` steps starting at (chunk, offset) pairs, following each run."""
+    def gather(self, chunk_index: np.ndarray, offsets: np.ndarray, length: int,
+               step_ids: bool = False):
+        """Sequences of `length` steps starting at (chunk, offset) pairs, following each run; with
+        step_ids, out[STEP_ID] holds each step's id: steps loaded before it (unique in this reader)."""
         spec = self.chunks[0].spec
         out = {k: np.empty((len(chunk_index), length, *shape), dtype)
                for k, (shape, dtype) in spec.items() if is_trained(k)}
+        ids = np.empty((len(chunk_index), length), np.int64) if step_ids else None
         for row, (index, offset) in enumerate(zip(chunk_index, offsets)):
             col, index, offset = 0, int(index), int(offset)
             while col < length:
                 chunk = self.chunks[index]
                 n = min(chunk.length - offset, length - col)
                 chunk.fill(out, row, col, offset, offset + n)
+                if ids is not None:
+                    first = chunk.arrival + offset
+                    ids[row, col:col + n] = np.arange(first, first + n)
                 col, index, offset = col + n, index + 1, 0
+        if ids is not None:
+            out[STEP_ID] = ids
         return out
 
 
