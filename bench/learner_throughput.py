@@ -39,6 +39,8 @@ def parse(argv=None):
     p.add_argument("--flops-only", action="store_true",
                    help="count FLOPs per update without timing (e.g. here, for a GPU run's --no-flops)")
     p.add_argument("--configs", nargs="*", default=[], help="extra presets merged after the size")
+    p.add_argument("--xla-default", action="store_true",
+                   help="leave XLA's CPU flags at its defaults (not dreamer_live.cli.XLA_CPU_FLAGS)")
     p.add_argument("--variants", nargs="+", default=[""], metavar="KEY=VALUE[,KEY=VALUE]",
                    help="config overrides measured one after another for each preset (\"\" = none)")
     p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.outer_patch true."
@@ -178,12 +180,14 @@ def measure(preset, cfg, args, peak, variant=None):
 @cli.main
 def main(argv=None):
     args = parse(argv)
+    if not args.xla_default:
+        cli.set_xla_flags()
     configs = {(preset, i): resolve(preset, args, variant) for preset in args.presets
                for i, variant in enumerate(args.variant_overrides)}  # bad keys fail here
     import jax
 
     print(f"backend {jax.default_backend()}  devices {jax.devices()}  cpus {os.cpu_count()}  "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)
+          f"load {os.getloadavg()[0]:.1f}  XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
     dtype = args.dtype or configs[args.presets[0], 0].agent.compute_dtype
     peak = 0.0 if args.flops_only else matmul_gflops(dtype)
     print(f"{dtype} matmul: {peak:.1f} GFLOP/s", flush=True)
