@@ -5,6 +5,10 @@ official DreamerV3 reference (size1m, batch 16 x 64, 64x64x3 images, float32, 2-
 
     python bench/learner_throughput.py --presets size1m size12m --batch 16 --length 64 --image 64
 
+Implementations side by side in one run, with each one's time as a ratio to the first:
+
+    python bench/learner_throughput.py --presets size1m --variants agent.enc.conv=xla agent.enc.conv=phase
+
 Random batches, no files: everything is printed to stdout.
 """
 
@@ -25,6 +29,7 @@ def parse(argv=None):
     p.add_argument("--batch", type=int, default=16, help="sequences per batch")
     p.add_argument("--length", type=int, default=64, help="steps per sequence")
     p.add_argument("--image", type=int, default=64, help="image side in pixels (0 = no image)")
+    p.add_argument("--channels", type=int, default=3, help="image channels (1 = grey)")
     p.add_argument("--vector", type=int, default=0, help="vector observation size (0 = none)")
     p.add_argument("--actions", type=int, default=6, help="discrete actions")
     p.add_argument("--updates", type=int, default=5, help="timed updates after one warm-up update")
@@ -34,11 +39,21 @@ def parse(argv=None):
     p.add_argument("--flops-only", action="store_true",
                    help="count FLOPs per update without timing (e.g. here, for a GPU run's --no-flops)")
     p.add_argument("--configs", nargs="*", default=[], help="extra presets merged after the size")
+    p.add_argument("--xla-default", action="store_true",
+                   help="leave XLA's CPU flags at its defaults (not dreamer_live.cli.XLA_CPU_FLAGS)")
+    p.add_argument("--variants", nargs="+", default=[""], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="config overrides measured one after another for each preset (\"\" = none)")
     p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.outer_patch true."
     args, rest = p.parse_known_args(argv)
     from dreamer_live import config
 
     args.overrides = config.parse_overrides(rest)
+    args.variant_overrides = []
+    for spec in args.variants:
+        pairs = [pair for pair in spec.split(",") if pair]
+        if any(not pair.partition("=")[0] or "=" not in pair for pair in pairs):
+            p.error(f"--variants: expected KEY=VALUE[,KEY=VALUE], got {spec!r}")
+        args.variant_overrides.append(config.parse_overrides([f"--{pair}" for pair in pairs]))
     return args
 
 
@@ -90,11 +105,13 @@ def make_batch(agent, batch, length, seed=0):
     return out
 
 
-def resolve(preset, args):
-    """The config for one preset: the size preset, extra presets, then overrides and batch shape."""
+def resolve(preset, args, variant=None):
+    """The config for one preset: the size preset, extra presets, then overrides (the variant's last)
+    and batch shape."""
     from dreamer_live import config
 
-    overrides = {**args.overrides, "batch_size": args.batch, "batch_length": args.length}
+    overrides = {**args.overrides, **(variant or {}), "batch_size": args.batch,
+                 "batch_length": args.length}
     if args.dtype:
         overrides["agent.compute_dtype"] = args.dtype
     return config.resolve([preset, *args.configs], overrides)
@@ -114,7 +131,8 @@ def unrolled_flops(cfg, obs_space, args, state, batch, key) -> float:
         return count_flops(unrolled._train.lower(*jax.device_put((state, batch, key), cpu)))
 
 
-def measure(preset, cfg, args, peak):
+def measure(preset, cfg, args, peak, variant=None):
+    """Time (and count the FLOPs of) one update of `cfg`; returns seconds per update."""
     import gymnasium
     import jax
     import numpy as np
@@ -124,7 +142,8 @@ def measure(preset, cfg, args, peak):
 
     obs_space = dict(step_spaces())
     if args.image:
-        obs_space["image"] = gymnasium.spaces.Box(0, 255, (args.image, args.image, 3), np.uint8)
+        obs_space["image"] = gymnasium.spaces.Box(0, 255, (args.image, args.image, args.channels),
+                                                  np.uint8)
     if args.vector:
         obs_space["vector"] = gymnasium.spaces.Box(-np.inf, np.inf, (args.vector,), np.float32)
     agent = Agent(cfg, obs_space, gymnasium.spaces.Discrete(args.actions))
@@ -149,7 +168,7 @@ def measure(preset, cfg, args, peak):
     flops = 0.0 if args.no_flops else unrolled_flops(cfg, obs_space, args, state, batch, key)
     steps = args.batch * args.length / seconds
     gflops = flops / seconds / 1e9
-    extra = " ".join(f"{k}={v}" for k, v in args.overrides.items())
+    extra = " ".join(f"{k}={v}" for k, v in {**args.overrides, **(variant or {})}.items())
     print(f"{preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} {extra} "
           f"params {params / 1e6:6.2f}M  compile {compile_s:6.1f}s  {seconds:7.3f} s/update  "
           f"{1 / seconds:7.3f} updates/s  {steps:8.0f} replayed steps/s  "
@@ -161,20 +180,30 @@ def measure(preset, cfg, args, peak):
 @cli.main
 def main(argv=None):
     args = parse(argv)
-    configs = {preset: resolve(preset, args) for preset in args.presets}  # bad keys fail here
+    if not args.xla_default:
+        cli.set_xla_flags()
+    configs = {(preset, i): resolve(preset, args, variant) for preset in args.presets
+               for i, variant in enumerate(args.variant_overrides)}  # bad keys fail here
     import jax
 
     print(f"backend {jax.default_backend()}  devices {jax.devices()}  cpus {os.cpu_count()}  "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)
-    dtype = args.dtype or configs[args.presets[0]].agent.compute_dtype
+          f"load {os.getloadavg()[0]:.1f}  XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
+    dtype = args.dtype or configs[args.presets[0], 0].agent.compute_dtype
     peak = 0.0 if args.flops_only else matmul_gflops(dtype)
     print(f"{dtype} matmul: {peak:.1f} GFLOP/s", flush=True)
     for preset in args.presets:
-        seconds = measure(preset, configs[preset], args, peak)
-        if seconds and preset == "size1m" and (args.batch, args.length, args.image) == (16, 64, 64):
-            print(f"  vs official DreamerV3 size1m on a 2-core CPU "
-                  f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
-                  f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
+        first = 0.0
+        for i, variant in enumerate(args.variant_overrides):
+            seconds = measure(preset, configs[preset, i], args, peak, variant)
+            first = first or seconds
+            if seconds and i:
+                print(f"  {args.variants[i]}: {first / seconds:.2f}x the speed of "
+                      f"{args.variants[0] or 'the first'}", flush=True)
+            if seconds and preset == "size1m" and (args.batch, args.length, args.image,
+                                                   args.channels) == (16, 64, 64, 3):
+                print(f"  vs official DreamerV3 size1m on a 2-core CPU "
+                      f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
+                      f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ from dreamer_live.errors import UserError, did_you_mean
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
 # Sections that define what the parameters mean; a logdir refuses a restart that changes them.
 IDENTITY_SECTIONS = ("agent", "env")
-# ... except these keys, which say how to attach to or show the game, not what the parameters mean.
-NOT_IDENTITY = ("env.live.", "env.window")
+# ... except these keys, which say how to attach to or show the game, or how to compute the same
+# function (agent.enc.conv), not what the parameters mean.
+NOT_IDENTITY = ("env.live.", "env.window", "agent.enc.conv")
 # Mappings whose keys are free-form (passed through to a game or gymnasium.make), not checked.
 FREE_FORM = ("env.kwargs",)
 # Keys that a logdir's config.yaml from an older version may hold: dropped when it is read.

@@ -1,6 +1,7 @@
 """The agent's architecture against the official DreamerV3 (danijar/dreamerv3) in known values: its
 weight init (variance scaling), its parameter counts per part for every size preset, its decoder's
-split input projection (`bspace`) and its stride-2 transposed up-sampling convs."""
+split input projection (`bspace`) and its stride-2 transposed up-sampling convs; the encoder's conv
+implementations (agent.enc.conv) as one function."""
 
 import functools
 import math
@@ -13,7 +14,7 @@ import pytest
 
 from dreamer_live import config
 from dreamer_live.agent import Agent
-from dreamer_live.agent.nets import SplitSpace, Upsample, weight_init
+from dreamer_live.agent.nets import CONVS, Encoder, SplitSpace, Upsample, weight_init
 from dreamer_live.envs.base import step_spaces
 from dreamer_live.errors import UserError
 
@@ -161,6 +162,36 @@ def test_strided_upsample_is_the_references_transposed_conv(kernel):
     expected = jax.lax.conv_general_dilated(grid, w, (1, 1), "SAME",
                                             dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
     np.testing.assert_allclose(up.apply(params, x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel, stride, size", [(5, 2, (8, 10)), (4, 2, (7, 6)), (3, 1, (5, 5))])
+def test_phase_conv_has_xlas_value_and_gradients(kernel, stride, size):
+    """agent.enc.conv phase: XLA's SAME conv with its input gradient computed per phase as a stride-1
+    conv; value, input gradient and weight gradient equal XLA's own (odd sizes too)."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, *size, 3))
+    w = jax.random.normal(jax.random.PRNGKey(1), (kernel, kernel, 3, 4))
+    (y, vjp), (y2, vjp2) = (jax.vjp(lambda x, w: CONVS[impl](x, w, stride), x, w)
+                            for impl in ("xla", "phase"))
+    np.testing.assert_array_equal(y, y2)
+    dy = jax.random.normal(jax.random.PRNGKey(2), y.shape)
+    for got, want in zip(vjp2(dy), vjp(dy)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_encoder_conv_implementations_share_parameters_and_gradients():
+    """The encoder with either conv: the same parameters from one key, the same tokens, the same
+    gradients (float32 rounding apart)."""
+    image = {"image": jax.random.randint(jax.random.PRNGKey(0), (3, 16, 16, 3), 0, 256, jnp.uint8)}
+    xla = Encoder(("image",), (), depth=2, kernel=5, conv="xla")
+    phase = xla.clone(conv="phase")
+    params = xla.init(jax.random.PRNGKey(1), image)
+    jax.tree.map(np.testing.assert_array_equal, params, phase.init(jax.random.PRNGKey(1), image))
+    dy = jax.random.normal(jax.random.PRNGKey(2), xla.apply(params, image).shape)
+    (value, grads), (value2, grads2) = (
+        jax.value_and_grad(lambda p: (enc.apply(p, image) * dy).sum())(params) for enc in (xla, phase))
+    assert value == value2
+    for got, want in zip(jax.tree.leaves(grads2), jax.tree.leaves(grads)):
+        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
 
 
 def test_bspace_that_does_not_divide_is_one_line():

@@ -6,6 +6,7 @@ float32 and hand back the compute dtype.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -179,6 +180,7 @@ class Encoder(nn.Module):
     symlog: bool = True
     minres: int = 4
     outer_patch: bool = False
+    conv: str = "phase"
     norm: str = "rms"
     act: str = "silu"
     dtype: Any = f32
@@ -204,15 +206,85 @@ class Encoder(nn.Module):
                                  name=f"conv{i}")(space_to_depth(x, 2))
                     x = act(Norm(self.norm, name=f"conv{i}norm")(x))
                     continue
-                conv = nn.Conv(depth, (self.kernel, self.kernel), strides=2 if self.strided else 1,
-                               padding="SAME", dtype=self.dtype, param_dtype=f32,
-                               kernel_init=weight_init(), name=f"conv{i}")
-                x = conv(x)
+                x = Conv(depth, self.kernel, 2 if self.strided else 1, self.conv, self.dtype,
+                         name=f"conv{i}")(x)
                 if not self.strided:
                     x = nn.max_pool(x, (2, 2), (2, 2))
                 x = act(Norm(self.norm, name=f"conv{i}norm")(x))
             outs.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(outs, -1)
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """(output size, padding before) of XLA's SAME padding along one axis."""
+    out = -(-size // stride)
+    return out, max((out - 1) * stride + kernel - size, 0) // 2
+
+
+def _conv(x, w, stride: int):
+    return jax.lax.conv_general_dilated(x, w, (stride, stride), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def phase_input_grad(dy, w, shape, stride: int):
+    """The input gradient of the SAME conv `_conv(x, w, stride)` for x of `shape`, as a stride-1 conv.
+
+    Input position s * q + r (phase r) receives dy[q - b] * w[s * b + r] summed over b, so each phase
+    is a stride-1 conv of dy with every s-th tap of the flipped kernel: one conv whose outputs are
+    the s * s phases, then depth-to-space. XLA's CPU backend runs that as a plain fast conv; its own
+    input gradient of a strided conv (an input-dilated conv) takes several times as long.
+    """
+    k, _, c, o = w.shape
+    n, h, width, _ = shape
+    (ho, top), (wo, left) = same_padding(h, k, stride), same_padding(width, k, stride)
+    b = -(-k // stride)  # taps per phase
+    qh, qw = -(-(h + top) // stride), -(-(width + left) // stride)
+    w = jnp.pad(w, ((0, stride * b - k), (0, stride * b - k), (0, 0), (0, 0)))
+    w = w.reshape(b, stride, b, stride, c, o)[::-1, :, ::-1]
+    w = w.transpose(0, 2, 5, 1, 3, 4).reshape(b, b, o, stride * stride * c)
+    dx = jax.lax.conv_general_dilated(dy, w.astype(dy.dtype), (1, 1),
+                                      ((b - 1, qh - ho), (b - 1, qw - wo)),
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    dx = depth_to_space(dx, stride)
+    return dx[:, top:top + h, left:left + width]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def phase_conv(x, w, stride: int):
+    """XLA's SAME conv of NHWC x with an HWIO kernel, its input gradient from `phase_input_grad`."""
+    return _conv(x, w, stride)
+
+
+def _phase_conv_fwd(x, w, stride):
+    return _conv(x, w, stride), (x, w)
+
+
+def _phase_conv_bwd(stride, residuals, dy):
+    x, w = residuals
+    _, weight_vjp = jax.vjp(lambda w: _conv(x, w, stride), w)
+    return phase_input_grad(dy, w, x.shape, stride), weight_vjp(dy)[0]
+
+
+phase_conv.defvjp(_phase_conv_fwd, _phase_conv_bwd)
+CONVS = {"xla": _conv, "phase": phase_conv}  # agent.enc.conv
+
+
+class Conv(nn.Module):
+    """k x k SAME conv with bias (the parameters of nn.Conv); `impl` picks the function from CONVS."""
+
+    features: int
+    kernel: int
+    stride: int = 1
+    impl: str = "phase"
+    dtype: Any = f32
+
+    @nn.compact
+    def __call__(self, x):
+        k = self.kernel
+        w = self.param("kernel", weight_init(), (k, k, x.shape[-1], self.features), f32)
+        b = self.param("bias", nn.initializers.zeros_init(), (self.features,), f32)
+        y = CONVS[self.impl](x.astype(self.dtype), w.astype(self.dtype), self.stride)
+        return y + b.astype(self.dtype)
 
 
 def space_to_depth(x, factor: int = 2):
