@@ -134,10 +134,10 @@ class Learner:
     def _train(self, agent, state, reader, publisher, checkpointer, version):
         import jax
 
-        from dreamer_live.replay.latents import LatentStore
+        from dreamer_live import transport
 
         config, run = self.config, self.config.run
-        latents = LatentStore.from_config(config)  # replay context: starts empty, also on resume
+        latents = transport.latent_store(config)  # replay context: starts empty, also on resume
         key = jax.random.PRNGKey(config.seed + 1 + self.updates)
         batch_steps = config.batch_size * config.batch_length
         now = time.monotonic()

@@ -135,6 +135,13 @@ def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> R
                    Reader.from_config(config, demos_dir, readonly=True, batch=k))
 
 
+def latent_store(config):
+    """The learner's replay-context latents, keyed by the step ids of replay_source's batches (None
+    when agent.replay_context is 0)."""
+    from dreamer_live.replay.latents import LatentStore
+    return LatentStore.from_config(config)
+
+
 def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:
     """The learner's parameter publisher: versioned files in DIR/params (and, Ray, each version put
     in the object store once)."""
