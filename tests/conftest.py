@@ -36,6 +36,16 @@ IMAGE_AGENT = {
 # the tests start use it too; the commands themselves never read this file and keep XLA's defaults.
 # XLA_FLAGS is part of the compilation cache's key, so these programs never mix with production ones.
 TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+# The same options at XLA's defaults, per program: for a test that runs hundreds of updates.
+RUN_FAST = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+
+
+def optimized(agent):
+    """`agent` with its policy and train step compiled at XLA's default optimisation (RUN_FAST)."""
+    import jax
+    agent._policy = jax.jit(agent._policy_impl, static_argnames=("mode",), compiler_options=RUN_FAST)
+    agent._train = jax.jit(agent._train_impl, compiler_options=RUN_FAST)
+    return agent
 
 
 def pytest_configure(config):
