@@ -21,6 +21,12 @@ TICK_DTYPES = {"tick_time": np.dtype(np.float64), "tick_late_ms": np.dtype(np.fl
 TICK_KEYS = tuple(TICK_DTYPES)
 
 
+# Replay context (agent.replay_context, replay/latents.py): the sampler's id of each step in a batch,
+# and the carry the trained steps start from, as train-step inputs.
+STEP_ID = "step_id"
+CONTEXT_KEYS = ("context/deter", "context/stoch", "context/action")
+
+
 def is_log(key: str) -> bool:
     """Whether an observation key is env bookkeeping (`log/*`)."""
     return key.startswith(LOG_PREFIX)

@@ -11,7 +11,6 @@ import optax
 from dreamer_live.agent import behavior, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
-from dreamer_live.replay.latents import CONTEXT_KEYS
 from dreamer_live import steps
 from dreamer_live.errors import UserError
 
@@ -129,12 +128,12 @@ class Agent:
         """One gradient update on a replay batch [B, T, ...]; returns (state, flat scalar metrics).
 
         With agent.replay_context K the batch is [B, K + T, ...] and the first K steps are context
-        only; the trained steps start from its CONTEXT_KEYS (replay/latents.py), zeros when absent."""
+        only; the trained steps start from its steps.CONTEXT_KEYS (replay/latents.py), zeros when absent."""
         state, metrics, _ = self._train(state, self._train_inputs(batch), key)
         return state, metrics
 
     def train_context(self, state, batch, key):
-        """train() on a batch [B, K + T, ...] with its CONTEXT_KEYS; returns (state, metrics, the
+        """train() on a batch [B, K + T, ...] with its steps.CONTEXT_KEYS; returns (state, metrics, the
         posterior latents {deter [B, T, D], stoch [B, T, S, C]} of the trained steps)."""
         return self._train(state, self._train_inputs(batch), key)
 
@@ -145,14 +144,14 @@ class Agent:
         return {k: batch[k] for k in self.batch_keys}
 
     def _train_inputs(self, batch):
-        """The batch keys, plus with replay context its CONTEXT_KEYS (zeros where absent)."""
+        """The batch keys, plus with replay context its steps.CONTEXT_KEYS (zeros where absent)."""
         inputs = self._filter(batch)
         if self.cfg.replay_context:
             b, r = batch["is_first"].shape[0], self.cfg.rssm
             zeros = (np.zeros((b, r.deter), np.float32),
                      np.zeros((b, r.stoch, r.classes), np.float32),
                      np.zeros((b, self.act_dim), np.float32))
-            inputs.update({k: batch.get(k, z) for k, z in zip(CONTEXT_KEYS, zeros)})
+            inputs.update({k: batch.get(k, z) for k, z in zip(steps.CONTEXT_KEYS, zeros)})
         return inputs
 
     def _split_context(self, batch):
@@ -160,7 +159,7 @@ class Agent:
         k = self.cfg.replay_context
         if not k:
             return batch, None
-        start = {name.split("/")[1]: batch[name] for name in CONTEXT_KEYS}
+        start = {name.split("/")[1]: batch[name] for name in steps.CONTEXT_KEYS}
         return {name: batch[name][:, k:] for name in self.batch_keys}, start
 
     def _loss(self, params, state, batch, key):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-STEP_ID = "step_id"  # batch key: each step's id, for the store
-CONTEXT_KEYS = ("context/deter", "context/stoch", "context/action")  # train-step inputs
+from dreamer_live.steps import CONTEXT_KEYS, STEP_ID
+
 BLOCK = 4096  # steps per allocated block
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer_live.replay.latents import STEP_ID
+from dreamer_live.steps import STEP_ID
 
 
 def demo_batch(fraction: float, batch: int) -> int:

@@ -17,8 +17,7 @@ import numpy as np
 import zstandard
 
 from dreamer_live.replay.chunk import ChunkName
-from dreamer_live.replay.latents import STEP_ID
-from dreamer_live.steps import is_trained
+from dreamer_live.steps import STEP_ID, is_trained
 
 BLOCK_STEPS = 16  # steps per compressed block
 BLOCK_MIN_BYTES = 1024  # arrays with at least this many bytes per step are block-compressed
