@@ -48,8 +48,8 @@ def main(argv: list[str]) -> int:
     from dreamer_live.actor_core import make_policy
     from dreamer_live.agent import Agent, rssm as rssmlib
     from dreamer_live.agent.dists import symlog
-    from dreamer_live.replay.latents import STEP_ID, LatentStore
-    from dreamer_live.steps import policy_keys
+    from dreamer_live.replay.latents import LatentStore
+    from dreamer_live.steps import STEP_ID, policy_keys
 
     env = make_env(config)
     agent = Agent(config, env.obs_space, env.act_space)

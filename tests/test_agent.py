@@ -225,7 +225,8 @@ def test_replay_context_trains_from_stored_latents_and_stores_the_posterior():
     """agent.replay_context 1: the trained steps start from the stored latent of the context step
     (zeros where unknown or before is_first), and the training pass stores the posterior latents of
     the trained steps: those of the world model's observe from that start with the same key."""
-    from dreamer_live.replay.latents import STEP_ID, LatentStore
+    from dreamer_live.replay.latents import LatentStore
+    from dreamer_live.steps import STEP_ID
     cfg = config.resolve(["debug"], {"agent.replay_context": 1})
     space = {"vector": gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32), **step_spaces()}
     agent = Agent(cfg, space, gymnasium.spaces.Discrete(3))

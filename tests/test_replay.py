@@ -394,7 +394,8 @@ def test_replay_context_latents_by_step_id(tmp_path):
     """With agent.replay_context the reader samples K + batch_length steps with ids (one per step, the
     same step always the same id); the store gives the latent stored for the last context step,
     zeros for a step never stored or before an episode's first step, and forgets the oldest ids."""
-    from dreamer_live.replay.latents import BLOCK, STEP_ID, LatentStore
+    from dreamer_live.replay.latents import BLOCK, LatentStore
+    from dreamer_live.steps import STEP_ID
     cfg = config.resolve(["debug"], {"agent.replay_context": 1, "batch_size": 256,
                                      "agent.rssm.stoch": 2, "agent.rssm.classes": 4})
     for run in (0, 1):

@@ -53,7 +53,7 @@ class Reader:
         self.capacity, self.seed, self.recency = int(capacity), seed, float(recency)
         self.recency_window, self.readonly = int(recency_window), readonly
         self.batch, self.length = int(batch), int(length)
-        self.step_ids = step_ids  # batches carry replay.latents.STEP_ID
+        self.step_ids = step_ids  # batches carry steps.STEP_ID (replay context)
         self.corrupt: list[str] = []  # names of bad chunks found (moved aside unless readonly)
         # expected keys -> (per-step shape, dtype); unless given, the majority of the first load's
         self._spec = None if spec is None else {
