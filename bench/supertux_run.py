@@ -42,6 +42,7 @@ LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
 # takes a key held since before the level started as no press: each cycle presses right anew).
 SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
+WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
 
 
 def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
@@ -130,9 +131,9 @@ def episodes(folder: pathlib.Path) -> dict[str, np.ndarray]:
     return {"minutes": minutes, "furthest": furthest, "died": died}
 
 
-def figures(folder: pathlib.Path, count: int | None = None) -> dict:
-    """Episodes, deaths, mean and best furthest x over the first `count` episodes (all: None)."""
-    ep = {k: v[:count] for k, v in episodes(folder).items()}
+def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) -> dict:
+    """Episodes, deaths, mean and best furthest x over the first (or `last`) `count` episodes (all: None)."""
+    ep = {k: (v[-count:] if last else v[:count]) if count else v for k, v in episodes(folder).items()}
     out = {"episodes": len(ep["furthest"]), "deaths": int(ep["died"].sum())}
     if len(ep["furthest"]):
         out.update(mean_x=float(ep["furthest"].mean()), best_x=float(ep["furthest"].max()),
@@ -145,12 +146,26 @@ def figures(folder: pathlib.Path, count: int | None = None) -> dict:
     return out
 
 
+def windows(folder: pathlib.Path) -> list[tuple[str, int, int, float, float]]:
+    """Per WINDOW_MIN minutes of a phase: its label, episodes, deaths, mean and best furthest x."""
+    ep = episodes(folder)
+    out = []
+    for start in np.arange(0, ep["minutes"].max(initial=0), WINDOW_MIN):
+        inside = (ep["minutes"] >= start) & (ep["minutes"] < start + WINDOW_MIN)
+        if inside.any():
+            x = ep["furthest"][inside]
+            out.append((f"{start:.0f}-{start + WINDOW_MIN:.0f}", int(inside.sum()),
+                        int(ep["died"][inside].sum()), float(x.mean()), float(x.max())))
+    return out
+
+
 def summarize(logdir: pathlib.Path) -> None:
     """Print each phase's figures (players also over the learner's episode count) and draw the figure."""
     done = [p for p in PHASES if (logdir / p / "metrics.jsonl").exists()]
     if not done:
         raise SystemExit(f"no phase of {logdir} has metrics")
     learned = figures(logdir / "learn")["episodes"] if "learn" in done else None
+    played = {p: figures(logdir / p)["episodes"] for p in done if p in PLAYERS}
     for phase in done:
         print(f"{phase:>9}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                                          for k, v in figures(logdir / phase).items()))
@@ -158,6 +173,14 @@ def summarize(logdir: pathlib.Path) -> None:
             same = figures(logdir / phase, learned)
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
                   + ", ".join(f"{k} {same[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in same))
+        if phase not in PLAYERS:
+            for player, count in played.items():  # the learner's last episodes, as many as the player's
+                tail = figures(logdir / phase, count, last=True)
+                print(f"{'':>9}  its last {tail['episodes']} episodes (as many as {player}'s): "
+                      + ", ".join(f"{k} {tail[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in tail))
+            print(f"{'':>9}  per {WINDOW_MIN:.0f} minutes: " + "; ".join(
+                f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
+                for w, n, d, m, b in windows(logdir / phase)))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
