@@ -380,7 +380,7 @@ def test_demonstrations_are_mixed_into_batches_at_demo_fraction(tmp_path):
             batch = source.sample()
             assert batch["vector"].shape[:2] == (8, cfg.batch_length)
             assert (batch["vector"][:6, :, 0] == 0).all() and (batch["vector"][6:, :, 0] == 1).all()
-        assert source.num_steps == 200
+        assert source.num_steps == source.steps_written() == 200  # the actors' steps, not the demos'
     finally:
         source.close()
     alone = transport.replay_source(cfg, tmp_path / "demos", readonly=True)  # offline on demos alone

@@ -28,16 +28,19 @@ def test_the_file_ends_have_every_member_of_their_interfaces(tmp_path):
     sink = transport.replay_sink(cfg, tmp_path, writer_id=0)
     source = transport.variable_source(cfg, tmp_path, template)
     replay = transport.replay_source(cfg, tmp_path / "replay")
+    (tmp_path / "demos").mkdir()  # with demonstrations mixed in, the source is another class
+    mixed = transport.replay_source(config.resolve(["debug"], {"replay.demo_fraction": 0.5}),
+                                    tmp_path / "replay")
     publisher = transport.variable_publisher(cfg, tmp_path)
     try:
         for end, protocol in ((sink, transport.ReplaySink), (source, transport.VariableSource),
-                              (replay, transport.ReplaySource),
+                              (replay, transport.ReplaySource), (mixed, transport.ReplaySource),
                               (publisher, transport.VariablePublisher)):
             missing = {name for name in members(protocol) if not hasattr(end, name)}
             assert not missing, f"{type(end).__name__} lacks {sorted(missing)} of {protocol.__name__}"
-        assert replay.steps_written() == 0 and source.current.version == 0
+        assert replay.steps_written() == mixed.steps_written() == 0 and source.current.version == 0
     finally:
-        for end in (sink, source, replay):
+        for end in (sink, source, replay, mixed):
             end.close()
 
 

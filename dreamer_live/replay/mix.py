@@ -28,6 +28,10 @@ class DemoMix:
         """Steps held from the actor (the train ratio counts these)."""
         return self.replay.num_steps
 
+    def steps_written(self) -> int:
+        """Env steps the actors have written in all (the train ratio's denominator; not the demos')."""
+        return self.replay.steps_written()
+
     def refresh(self) -> int:
         """Take in new chunks of both folders; return the number of new steps."""
         return self.replay.refresh() + self.demos.refresh()
