@@ -174,10 +174,11 @@ def summarize(logdir: pathlib.Path) -> None:
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
                   + ", ".join(f"{k} {same[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in same))
         if phase not in PLAYERS:
-            for player, count in played.items():  # the learner's last episodes, as many as the player's
-                tail = figures(logdir / phase, count, last=True)
-                print(f"{'':>9}  its last {tail['episodes']} episodes (as many as {player}'s): "
-                      + ", ".join(f"{k} {tail[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in tail))
+            for (player, count), last in ((pc, last) for pc in played.items() for last in (False, True)):
+                some = figures(logdir / phase, count, last)  # as many episodes as the player's
+                print(f"{'':>9}  its {'last' if last else 'first'} {some['episodes']} episodes (as many as "
+                      f"{player}'s): " + ", ".join(f"{k} {some[k]:.1f}" for k in ("deaths", "mean_x", "best_x")
+                                                   if k in some))
             print(f"{'':>9}  per {WINDOW_MIN:.0f} minutes: " + "; ".join(
                 f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
                 for w, n, d, m, b in windows(logdir / phase)))
