@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -42,6 +44,7 @@ LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
 # takes a key held since before the level started as no press: each cycle presses right anew).
 SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
+PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
 WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
 
 
@@ -64,21 +67,41 @@ def stop(proc: subprocess.Popen, after_s: float) -> int:
 
 
 def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen) -> None:
-    """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person)."""
+    """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person); when
+    record asks for a reset key (env.PRESS_PROMPT), stop playing, press it, and play on PROMPT_PAUSE_S later."""
+    from dreamer_live.envs.live.env import PRESS_PROMPT
     from dreamer_live.envs.live.keys import KeyHolder, XTestKeys
     conn = display.xlib()
     keys = KeyHolder(XTestKeys(conn))
+    prompts: queue.Queue = queue.Queue()
+
+    def follow() -> None:  # record's output, echoed; its reset prompts queued for the player
+        for line in record.stdout:
+            print(line, end="", flush=True)
+            if line.startswith(PRESS_PROMPT):
+                prompts.put(line[len(PRESS_PROMPT):].split()[0].split("+"))
+
+    threading.Thread(target=follow, daemon=True).start()
     rng = np.random.default_rng(0)
     names = list(actions)
-    tick, end = 0, time.monotonic() + seconds + STOP_WAIT_S
+    tick, end, resume = 0, time.monotonic() + seconds + STOP_WAIT_S, 0.0
     try:
         while record.poll() is None and time.monotonic() < end:
-            if name == "random":
-                held = actions[names[rng.integers(len(names))]]
-            else:
-                held = actions[SCRIPT[tick % len(SCRIPT)]]
-            keys.set(held)
-            tick += 1
+            try:
+                pressed = prompts.get_nowait()
+            except queue.Empty:
+                pressed = None
+            if pressed:
+                keys.release_all()
+                keys.tap(pressed)
+                resume = time.monotonic() + PROMPT_PAUSE_S
+            elif time.monotonic() >= resume:
+                if name == "random":
+                    held = actions[names[rng.integers(len(names))]]
+                else:
+                    held = actions[SCRIPT[tick % len(SCRIPT)]]
+                keys.set(held)
+                tick += 1
             time.sleep(1 / 15)
     finally:
         keys.release_all()
@@ -101,7 +124,8 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
             seconds = args.player_minutes * 60
             cmd = [sys.executable, "-m", "dreamer_live.record", *common, "--actor.duration", str(seconds)]
             print(f"[{phase}]", " ".join(cmd), flush=True)
-            record = subprocess.Popen(cmd, cwd=REPO, env=env)
+            record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
             actions = configlib.read_yaml(profile)["actions"]
             play(phase, display, actions, seconds, record)
             code = stop(record, 60)

@@ -471,7 +471,8 @@ def _supertux() -> str:
 
 @pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
 def test_supertux_plays_with_its_profile(xvfb, tmp_path, monkeypatch):
-    """configs/games/supertux.yaml: launches SuperTux, frames change, holding right moves Tux and the view."""
+    """configs/games/supertux.yaml: launches SuperTux, frames change, holding right moves Tux and the view, and
+    a reset restarts the level."""
     from dreamer_live.envs import make_env
     monkeypatch.setenv("SUPERTUX2_USER_DIR", str(tmp_path / "supertux"))  # keep the user's saves apart
     conn = xvfb.xlib()
@@ -497,6 +498,9 @@ def test_supertux_plays_with_its_profile(xvfb, tmp_path, monkeypatch):
         rewards = sum(float(o["reward"]) for o in moving)
         assert rewards == pytest.approx(0.01 * (x1 - x0), abs=0.02)
         assert not any(o["is_last"] for o in idle + moving)
+        # A reset restarts the level (the pause menu's Restart Level): Tux is back at the start, not at x1.
+        again = env.reset()
+        assert float(again["log/x"]) == float(first["log/x"]) < x1 - 150, (first["log/x"], again["log/x"], x1)
     finally:
         env.close()
     assert not key_down(conn, "Right")  # keys released at exit
@@ -553,6 +557,9 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
     data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
                                  level]
+    # The profile's restart (pause menu) would take Tux to the level's start, away from the pit: keep
+    # only its title-card steps.
+    data["reset"] = [*data["reset"][:2], {"until": {"value": "x", "above": 0}, "timeout_s": 10}]
     profile = tmp_path / "supertux_pit.yaml"
     profile.write_text(dump_yaml(data))
     logdir = tmp_path / "run"

@@ -40,6 +40,7 @@ STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
 CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
 FOCUS_POLICIES = ("wait", "refocus", "ignore")
 LAUNCH_CHOICES = ("auto", "true", "false")
+PRESS_PROMPT = "live: reset: press "  # then the keys joined by '+': what a person recording is asked to do
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,8 +447,7 @@ class LiveEnv(Env):
     def _run_reset_steps(self) -> None:
         for step in self.profile.reset:
             if step.keys and not self.inject_keys:
-                print(f"live: reset: press {'+'.join(step.keys)} (nothing is sent while a person plays)",
-                      flush=True)
+                print(f"{PRESS_PROMPT}{'+'.join(step.keys)} (nothing is sent while a person plays)", flush=True)
             elif step.keys:
                 self.keys.tap(step.keys, step.hold_s)
             elif step.wait_s:
