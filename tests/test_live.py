@@ -8,6 +8,7 @@ score log. Keys are checked on the X server itself (query_keymap on a separate c
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -27,6 +28,7 @@ from live_fixtures import (ROOT, fake_key, key_down, running_game, stop_process,
 
 from dreamer_live import config as configlib
 from dreamer_live.config import dump_yaml, read_yaml
+from dreamer_live.envs.live.profile import Condition, ResetStep
 from dreamer_live.errors import UserError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 tests: Linux only")
@@ -79,8 +81,9 @@ def hold(env, action, seconds: float, hz: float = 20.0) -> list[dict]:
     return out
 
 
-def test_plays_catcher_in_a_window(xvfb, tmp_path):
-    """Finds the window, frames change, held keys move the paddle, values and rewards match the game."""
+def test_plays_catcher_in_a_window(xvfb, tmp_path, capsys):
+    """Finds the window, frames change, held keys move the paddle, values and rewards match the game; a
+    reset whose condition fails runs again from its first step, `retries` times, then goes on."""
     conn = xvfb.xlib()
     with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
         env = make(xvfb, write_profile(tmp_path, game.export))
@@ -117,6 +120,18 @@ def test_plays_catcher_in_a_window(xvfb, tmp_path):
             metrics = env.metrics()
             assert 0 < metrics["live/capture_ms"] < 200
             assert metrics["live/input_ms_max"] > 0
+
+            env.profile = dataclasses.replace(env.profile, reset=(
+                ResetStep(keys=("left",), hold_s=0.1),
+                ResetStep(until=Condition("x", "above", 1000.0), timeout_s=0.2, retries=2)))
+            watch = KeyWatch(xvfb, ("Left",))
+            capsys.readouterr()
+            assert env.reset()["is_first"]
+            watch.close()
+            out = capsys.readouterr().out
+            assert "again from the first step (retry 1 of 2)" in out and "(retry 2 of 2)" in out
+            assert out.count("did not reach the condition") == 3 and out.endswith("going on\n")
+            assert watch.presses("Left") == 3
         finally:
             env.close()
         assert not key_down(conn, "Left") and not key_down(conn, "Right")
@@ -595,6 +610,11 @@ class KeyWatch:
             down = frozenset(k for k in self.keysyms if key_down(self._conn, k))
             self.readings.append((time.monotonic(), down))
             time.sleep(0.005)
+
+    def presses(self, keysym: str) -> int:
+        """How many times `keysym` went down."""
+        down = [keysym in keys for _, keys in self.readings]
+        return sum(now and not before for before, now in zip([False, *down], down))
 
     def seen(self, keysym: str, start: float = 0.0, end: float = float("inf")) -> bool:
         """Whether `keysym` was down at any reading between `start` and `end`."""

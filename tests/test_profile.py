@@ -61,7 +61,7 @@ def test_a_full_profile_parses():
         reward={"x": 0.01, "coins": 1},
         terminal=[{"value": "coins", "decreased": True}, {"value": "x", "below": -100}],
         reset=[{"keys": ["enter"], "hold_s": 0.2}, {"wait_s": 1}, {"until": {"value": "x", "above": 0},
-                                                                   "timeout_s": 3}])
+                                                                   "timeout_s": 3, "retries": 2}])
     assert p.actions[1] == ("right_jump", ("right", "space")) and p.actions[2][1] == ("ctrl",)
     x = p.values[0]
     assert (x.module, x.offset, x.offsets, x.type, x.size) == ("game.exe", 0x1A2B, (0x10, 0x1E8), "f32", 4)
@@ -69,7 +69,7 @@ def test_a_full_profile_parses():
     assert p.pointer_size == 4 and p.region == (0, 20, 640, 460) and p.size == (64, 64)
     assert p.reward == (("x", 0.01), ("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
-    assert p.reset[2].until == Condition("x", "above", 0.0) and p.reset[2].timeout_s == 3
+    assert p.reset[2].until == Condition("x", "above", 0.0) and (p.reset[2].timeout_s, p.reset[2].retries) == (3, 2)
     assert p.expand("{python}") == sys.executable and p.expand("{profile_dir}/x") == "./x"
 
 
@@ -99,6 +99,8 @@ def test_a_full_profile_parses():
     ({"reset": [{"keys": ["enter"], "wait_s": 1}]}, "reset[0]: give exactly one of keys, wait_s, until"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "increased": True}}]},
      "reset[0].until.increased: unknown key"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "above": 0}, "retries": 1.5}]},
+     "reset[0].retries: expects a whole number >= 0, got 1.5"),
     ({"obs": {"size": [64]}}, "obs.size: expects [height, width]"),
 ])
 def test_profile_mistakes_are_one_line(changes, message):

@@ -445,21 +445,35 @@ class LiveEnv(Env):
             self._sleep(0.1)
 
     def _run_reset_steps(self) -> None:
-        for step in self.profile.reset:
+        steps = self.profile.reset
+        retried = [0] * len(steps)
+        i = 0
+        while i < len(steps):
+            step, here = steps[i], i
+            i += 1
             if step.keys and not self.inject_keys:
                 print(f"{PRESS_PROMPT}{'+'.join(step.keys)} (nothing is sent while a person plays)", flush=True)
             elif step.keys:
                 self.keys.tap(step.keys, step.hold_s)
             elif step.wait_s:
                 self._sleep(step.wait_s)
-            elif step.until is not None:
-                end = time.monotonic() + step.timeout_s
-                while True:
-                    _, values = self._sense()
-                    if step.until.holds(None, values[step.until.value]):
-                        break
-                    if time.monotonic() >= end:
-                        print(f"live: reset: {step.until.value} did not reach the condition in "
-                              f"{step.timeout_s:g} s; going on", flush=True)
-                        break
-                    self._sleep(0.05)
+            elif step.until is not None and not self._wait_until(step.until, step.timeout_s):
+                missed = f"live: reset: {step.until.value} did not reach the condition in {step.timeout_s:g} s"
+                if retried[here] < step.retries:
+                    retried[here] += 1
+                    print(f"{missed}; again from the first step (retry {retried[here]} of {step.retries})",
+                          flush=True)
+                    i = 0
+                else:
+                    print(f"{missed}; going on", flush=True)
+
+    def _wait_until(self, until, timeout_s: float) -> bool:
+        """Whether the memory value meets `until` within `timeout_s`."""
+        end = time.monotonic() + timeout_s
+        while True:
+            _, values = self._sense()
+            if until.holds(None, values[until.value]):
+                return True
+            if time.monotonic() >= end:
+                return False
+            self._sleep(0.05)

@@ -16,7 +16,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
     obs: {size: [64, 64], grayscale: true, vector: [x]}
     reward: {x: 0.01, coins: 1.0}
     terminal: [{value: lives, decreased: true}]
-    reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}}]
+    reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
 
 Pointer chains: `[[[module + offset] + o1] + o2] + o3` for offsets [o1, o2, o3] (in Cheat Engine's pointer
 dialog the first offset applied is the bottom one). Numbers may be written 0x1A2B or "1A2B" in hex.
@@ -87,13 +87,15 @@ class Condition:
 
 @dataclasses.dataclass(frozen=True)
 class ResetStep:
-    """Press keys (held hold_s), wait wait_s, or wait until a condition holds (at most timeout_s)."""
+    """Press keys (held hold_s), wait wait_s, or wait until a condition holds (at most timeout_s; then
+    the reset runs again from its first step, at most `retries` times, before going on)."""
 
     keys: tuple[str, ...] = ()
     hold_s: float = 0.1
     wait_s: float = 0.0
     until: Condition | None = None
     timeout_s: float = 10.0
+    retries: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +169,11 @@ class _Checker:
         if low is not None and node < low:
             raise self.fail(where, f"must be >= {low}, got {node!r}")
         return float(node)
+
+    def count(self, node: Any, where: str) -> int:
+        if isinstance(node, bool) or not isinstance(node, int) or node < 0:
+            raise self.fail(where, f"expects a whole number >= 0, got {node!r}")
+        return node
 
     def integer(self, node: Any, where: str) -> int:
         """An int, or hex text like "1A2B" / "0x1A2B" (as copied from Cheat Engine)."""
@@ -348,7 +355,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     steps = []
     for i, step in enumerate(reset):
         where = f"reset[{i}]"
-        step = c.mapping(step, where, ("keys", "hold_s", "wait_s", "until", "timeout_s"))
+        step = c.mapping(step, where, ("keys", "hold_s", "wait_s", "until", "timeout_s", "retries"))
         kinds = [k for k in ("keys", "wait_s", "until") if k in step]
         if len(kinds) != 1:
             raise c.fail(where, "give exactly one of keys, wait_s, until")
@@ -358,7 +365,8 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
             wait_s=c.number(step.get("wait_s", 0.0), f"{where}.wait_s", 0),
             until=(c.condition(step["until"], f"{where}.until", check_names, levels_only=True)
                    if "until" in step else None),
-            timeout_s=c.number(step.get("timeout_s", 10.0), f"{where}.timeout_s", 0)))
+            timeout_s=c.number(step.get("timeout_s", 10.0), f"{where}.timeout_s", 0),
+            retries=c.count(step.get("retries", 0), f"{where}.retries")))
     fields["reset"] = tuple(steps)
     return Profile(**fields)
 
