@@ -19,6 +19,7 @@ learner's updates; the figure shows furthest x per episode against minutes.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import pathlib
 import queue
@@ -198,7 +199,7 @@ def summarize(logdir: pathlib.Path) -> None:
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
                   + ", ".join(f"{k} {same[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in same))
         if phase not in PLAYERS:
-            for (player, count), last in ((pc, last) for pc in played.items() for last in (False, True)):
+            for (player, count), last in itertools.product(played.items(), (False, True)):
                 some = figures(logdir / phase, count, last)  # as many episodes as the player's
                 print(f"{'':>9}  its {'last' if last else 'first'} {some['episodes']} episodes (as many as "
                       f"{player}'s): " + ", ".join(f"{k} {some[k]:.1f}" for k in ("deaths", "mean_x", "best_x")
