@@ -463,9 +463,10 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
         assert "Traceback" not in out.read_text()
 
 
-# replay.hold_s of the full-disk actor: the disk is freed ~2-3 s into the first outage, and the second
-# outage lasts this long before the actor stops (10 s once ran out before the status line was seen)
-HOLD_S = 20
+# replay.hold_s of the full-disk actor: the disk is freed as soon as the first outage is reported, and the
+# second outage lasts this long before the actor stops; more than the 10 s between the status lines a
+# piped actor prints (metrics.py), so one of them shows the outage
+HOLD_S = 15
 
 
 def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
@@ -491,15 +492,15 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             poll("the actor saying it holds chunks", lambda: re.search(
                 r"actor 0: replay: \d+ steps held in memory .*No space left on device",
                 out.read_text()), timeout=30)
-            line = poll("a status line that says so", lambda: re.search(
-                r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
-                r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
-                rf"after {HOLD_S} s", out.read_text()), timeout=30)
-            assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
             filler.unlink()
             poll("the held chunks written", lambda: "the disk takes chunks again" in out.read_text(),
                  timeout=30)
             fill(disk)
+            line = poll("a status line that says so", lambda: re.search(
+                r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
+                r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
+                rf"after {HOLD_S} s", out.read_text()), timeout=HOLD_S)
+            assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
             assert actor.wait(60) == 2, out.read_text() + err.read_text()
         finally:
             actor.kill()
@@ -510,4 +511,4 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             r"\(replay.hold_s\): "
             r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
         seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
-        assert seqs == list(range(len(seqs))) and len(seqs) > 10  # nothing lost while held
+        assert seqs == list(range(len(seqs))) and len(seqs) >= 3  # nothing lost while held: no gap
