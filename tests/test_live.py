@@ -139,9 +139,11 @@ def test_plays_catcher_in_a_window(xvfb, tmp_path, capsys):
 
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     import numpy as np
     from dreamer_live import config as configlib
+    if sys.argv[4:] == ["ctrl-c"]:  # Ctrl-C as at a terminal, also under a pytest started with it ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from dreamer_live.envs import make_env
     env = make_env(configlib.resolve(["catcher_live"], dict(
         {"env.profile": sys.argv[1], "env.live.display": sys.argv[2], "env.live.wait_s": 20.0})))
@@ -160,9 +162,11 @@ CHILD = textwrap.dedent("""
 
 def start_child(xvfb, profile, ignore_sigint: bool = False) -> subprocess.Popen:
     """The CHILD loop; `ignore_sigint`: started with Ctrl-C ignored, as `cmd &` in a script or nohup
-    starts it (and everything it starts: pytest run that way passes it on)."""
+    starts it (and everything it starts: pytest run that way passes it on); otherwise with Ctrl-C as
+    at a terminal, whatever pytest was started with."""
     ignore = ["sh", "-c", 'trap "" INT; exec "$0" "$@"'] if ignore_sigint else []
-    return subprocess.Popen([*ignore, sys.executable, "-c", CHILD, str(profile), xvfb.name, "loop"],
+    return subprocess.Popen([*ignore, sys.executable, "-c", CHILD, str(profile), xvfb.name, "loop",
+                             *([] if ignore_sigint else ["ctrl-c"])],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=xvfb.env())
 
@@ -187,7 +191,7 @@ def test_keys_released_on_crash_and_signals(xvfb, tmp_path, how):
     with running_game(xvfb, tmp_path) as game:
         profile = write_profile(tmp_path, game.export)
         proc = subprocess.Popen([sys.executable, "-c", CHILD, str(profile), xvfb.name,
-                                 "crash" if how == "crash" else "loop"],
+                                 "crash" if how == "crash" else "loop", "ctrl-c"],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=xvfb.env())
         try:
@@ -196,8 +200,8 @@ def test_keys_released_on_crash_and_signals(xvfb, tmp_path, how):
             if how == "crash":
                 assert proc.wait(20) != 0
                 assert "simulated crash" in proc.stderr.read()
-            else:
-                stop_process(proc, getattr(signal, how))
+            else:  # it stops on the signal itself, not on stop_process's SIGKILL
+                assert stop_process(proc, getattr(signal, how)) != -signal.SIGKILL
             assert not key_down(conn, "Right")
         finally:
             stop_process(proc, signal.SIGKILL)
