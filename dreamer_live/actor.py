@@ -172,6 +172,7 @@ class TickLoop:
         self.ep_furthest = -math.inf
         self.last_return = float("nan")
         self.held = ""  # the replay sink's note while the disk refuses chunks
+        self.warnings: frozenset[str] = frozenset()  # the last status line's: a new one shows at once
 
     def run_until_stopped(self, stop: StopFlag) -> None:
         """`run`, with Ctrl-C taken as a stop like any other."""
@@ -292,12 +293,15 @@ class TickLoop:
                 held or "replay: the disk takes chunks again; nothing is held in memory"))
         self.held = held
         quiet = silence is not None and silence > SILENT_AFTER_S
+        warnings = frozenset(name for name, on in (("silent", quiet), ("loaded", loaded), ("held", held))
+                             if on)
+        alert, self.warnings = bool(warnings - self.warnings), warnings
         self.logger.status(
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
             + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else "")
-            + (f" | {held}" if held else ""))
+            + (f" | {held}" if held else ""), alert=alert)
         self.lateness.reset()
         self.work.reset()
 

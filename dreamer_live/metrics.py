@@ -26,6 +26,7 @@ import numpy as np
 NO_STATUS_ENV = "DREAMER_LIVE_NO_STATUS"
 TB_FLUSH_S = 10.0  # TensorBoard events reach the disk at least this often while lines come
 FAILURE_EVERY_S = 60.0  # metric lines that cannot be written (disk full) are reported this often
+PLAIN_STATUS_S = 10.0  # piped (not a terminal), the status line is printed as a plain line this often
 
 
 def _plain(value):
@@ -108,10 +109,11 @@ class Logger:
         """Queue one line of metrics (values: numbers; they are converted on the writer thread)."""
         self._queue.put(("line", time.time(), int(step), {**self.fields, **metrics}))
 
-    def status(self, text: str) -> None:
-        """Show `text` as the live status line (carriage return on a terminal; skipped when quiet)."""
+    def status(self, text: str, alert: bool = False) -> None:
+        """Show `text` as the live status line (carriage return on a terminal; skipped when quiet);
+        piped, a plain line every PLAIN_STATUS_S, and at once when `alert` (a warning just began)."""
         if self.show_status:
-            self._queue.put(("status", text))
+            self._queue.put(("status", text, alert))
 
     def message(self, text: str) -> None:
         """Print a one-off message on its own line (never lost under the status line)."""
@@ -136,7 +138,7 @@ class Logger:
                     if kind == "line":
                         self._write_line(fd, *item[1:])
                     elif kind == "status":
-                        self._draw(item[1])
+                        self._draw(*item[1:])
                     elif kind == "message":
                         self._end_status()
                         print(item[1], flush=True)
@@ -186,13 +188,13 @@ class Logger:
             except OSError:
                 pass
 
-    def _draw(self, text: str) -> None:
+    def _draw(self, text: str, alert: bool) -> None:
         if self._tty:
             pad = max(0, self._status_width - len(text))
             sys.stdout.write("\r" + text + " " * pad)
             sys.stdout.flush()
             self._status_width = len(text)
-        elif time.monotonic() - self._last_plain_status >= 10.0:  # piped: a plain line now and then
+        elif alert or time.monotonic() - self._last_plain_status >= PLAIN_STATUS_S:
             self._last_plain_status = time.monotonic()
             print(text, flush=True)
 

@@ -464,9 +464,9 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
 
 
 # replay.hold_s of the full-disk actor: the disk is freed as soon as the first outage is reported, and the
-# second outage lasts this long before the actor stops; more than the 10 s between the status lines a
-# piped actor prints (metrics.py), so one of them shows the outage
-HOLD_S = 15
+# second outage lasts this long before the actor stops; less than metrics.PLAIN_STATUS_S, so the status
+# line that shows it is the one a new warning prints at once
+HOLD_S = 6
 
 
 def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
@@ -474,8 +474,10 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
 
     from conftest import poll
 
+    from dreamer_live.metrics import PLAIN_STATUS_S
     from dreamer_live.replay.chunk import list_chunks
 
+    assert HOLD_S < PLAIN_STATUS_S
     with small_disk(tmp_path / "disk") as disk:
         logdir = disk / "run"
         out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
