@@ -69,7 +69,7 @@ def test_world_model_and_policy_improve():
         "agent.enc.units": 32, "agent.reward_head.units": 32,
         "agent.policy.units": 32, "agent.value.units": 32})
     env = CueEnv()
-    agent = optimized(Agent(cfg, env.obs_space, env.act_space))  # ~1,000 updates: worth -O3
+    agent = optimized(Agent(cfg, env.obs_space, env.act_space))  # up to 960 updates: worth -O3
     state = agent.init(jax.random.PRNGKey(0))
     stream = []  # steps back to back, like the replay store
     rng = np.random.default_rng(0)

@@ -142,7 +142,7 @@ CHILD = textwrap.dedent("""
     import signal, sys, time
     import numpy as np
     from dreamer_live import config as configlib
-    if sys.argv[4:] == ["ctrl-c"]:  # Ctrl-C as at a terminal, also under a pytest started with it ignored
+    if sys.argv[4:] == ["ctrl-c"]:  # Ctrl-C as at a terminal, whatever pytest was started with
         signal.signal(signal.SIGINT, signal.default_int_handler)
     from dreamer_live.envs import make_env
     env = make_env(configlib.resolve(["catcher_live"], dict(
