@@ -220,7 +220,8 @@ def test_focus_loss_pause_and_stop_release_keys(xvfb, tmp_path):
     other = conn.screen().root.create_window(0, 0, 50, 50, 0, conn.screen().root_depth)
     other.map()
     conn.sync()
-    with running_game(xvfb, tmp_path) as game:
+    # A game that does not end here (with 3 lives it ended mid-test: a reset then waited out its 5 s)
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
         profile = write_profile(tmp_path, game.export)
         env = make(xvfb, profile)
         live = env.unwrapped if hasattr(env, "unwrapped") else env
