@@ -230,6 +230,7 @@ class TickLoop:
         if window_ticks:  # the last partial window, so the final step count is on record
             played = time.monotonic() - window_start - window_reset_s
             self._log(self.steps, window_ticks / max(1e-9, played))
+        self.logger.flush()  # on disk before the sink closes: a Ray actor's shipper sends its lines then
         return self.steps
 
     def _compiles(self) -> int:

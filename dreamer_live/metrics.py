@@ -119,6 +119,13 @@ class Logger:
         """Print a one-off message on its own line (never lost under the status line)."""
         self._queue.put(("message", text))
 
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait (up to `timeout` s) until everything queued so far is written."""
+        if self._thread.is_alive():
+            done = threading.Event()
+            self._queue.put(("flush", done))
+            done.wait(timeout)
+
     def close(self) -> None:
         """Write what is queued, close the event files, and end the status line."""
         if not self._thread.is_alive():
@@ -142,6 +149,8 @@ class Logger:
                     elif kind == "message":
                         self._end_status()
                         print(item[1], flush=True)
+                    elif kind == "flush":
+                        item[1].set()
                     elif kind == "close":
                         break
                 except Exception as e:  # a full disk must not kill the actor's loop
