@@ -119,27 +119,28 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
 
 @contextlib.contextmanager
 def closing(stop: StopFlag, logger, opened: list):
-    """On any exit: stop, close `opened` in order (the env first: keys released), then print the
-    summary line appended to the list this yields, and close the logger."""
+    """On any exit: stop, close `opened` in order (the env first: keys released), the logger's queued
+    lines written before the rest (a Ray actor's replay shipper sends them as it closes), then print
+    the summary line appended to the list this yields, and close the logger."""
     summary: list[str] = []
     try:
         yield summary
     finally:
         stop.event.set()
         try:
-            close_all(opened)
+            close_all([r.close for r in opened[:1]] + [logger.flush] + [r.close for r in opened[1:]])
         finally:
             for line in summary:
                 logger.message(line)
             logger.close()
 
 
-def close_all(resources) -> None:
-    """Close each resource in order even if one fails; then raise the first failure."""
+def close_all(closers) -> None:
+    """Call each closer in order even if one fails; then raise the first failure."""
     errors = []
-    for resource in resources:
+    for close in closers:
         try:
-            resource.close()
+            close()
         except Exception as e:
             errors.append(e)
     if errors:
@@ -171,7 +172,6 @@ class TickLoop:
         self.progress = LOG_PREFIX + config.env.progress_key if config.env.progress_key else ""
         self.ep_furthest = -math.inf
         self.last_return = float("nan")
-        self.held = ""  # the replay sink's note while the disk refuses chunks
         self.warnings: frozenset[str] = frozenset()  # the last status line's: a new one shows at once
 
     def run_until_stopped(self, stop: StopFlag) -> None:
@@ -230,7 +230,6 @@ class TickLoop:
         if window_ticks:  # the last partial window, so the final step count is on record
             played = time.monotonic() - window_start - window_reset_s
             self._log(self.steps, window_ticks / max(1e-9, played))
-        self.logger.flush()  # on disk before the sink closes: a Ray actor's shipper sends its lines then
         return self.steps
 
     def _compiles(self) -> int:
@@ -288,14 +287,13 @@ class TickLoop:
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         metrics.update(self.sink.metrics())
         self.logger.write(steps, metrics)
-        held = self.sink.held()
-        if bool(held) != bool(self.held):  # the status line goes by; these two lines stay
-            self.logger.message(f"actor {self.cfg.id}: " + (
-                held or "replay: the disk takes chunks again; nothing is held in memory"))
-        self.held = held
+        held = self.sink.held()  # the replay sink's note while the disk refuses chunks
         quiet = silence is not None and silence > SILENT_AFTER_S
         warnings = frozenset(name for name, on in (("silent", quiet), ("loaded", loaded), ("held", held))
                              if on)
+        if ("held" in warnings) != ("held" in self.warnings):  # the status line goes by; these stay
+            self.logger.message(f"actor {self.cfg.id}: " + (
+                held or "replay: the disk takes chunks again; nothing is held in memory"))
         alert, self.warnings = bool(warnings - self.warnings), warnings
         self.logger.status(
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"

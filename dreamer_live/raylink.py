@@ -48,7 +48,6 @@ SHIP_POLL_S = 0.2  # the shipper looks for new chunk files and acknowledgements 
 SHIP_GRACE_S = 30.0  # on close, how long the shipper goes on shipping; the rest waits in the outbox
 RETRY_MAX_S = 5.0  # longest pause between shipping attempts while the learner side is away
 MAX_LINES = 10_000  # metric lines an actor keeps for the Hub while it is away; the oldest go first
-SETTLE_S = 1.0  # on close, how long the shipper waits for the actor's last metric lines to be written
 
 
 class Hub:
@@ -275,22 +274,7 @@ class Outbox:
                 self.shipped += 1
                 self.shipped_steps += ChunkName.parse(name).length
         if not failures and self._remote and time.monotonic() <= self._deadline:
-            self._settle()
-            self._tell()
-
-    def _settle(self) -> None:
-        """Wait (up to SETTLE_S) until the actor's metrics.jsonl stops growing: its last lines,
-        queued before the replay closed, written by the Logger's thread."""
-        path, size, until = self._tail.path, -1, time.monotonic() + SETTLE_S
-        while time.monotonic() < until:
-            try:
-                now = path.stat().st_size
-            except OSError:
-                return
-            if now == size:
-                return
-            size = now
-            time.sleep(0.05)
+            self._tell()  # the actor's last lines: its logger wrote them before this closed
 
     def _error(self, kind: str, text: str) -> None:
         if kind != self._last_kind:  # once per kind of trouble, not once per chunk
