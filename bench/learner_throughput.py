@@ -158,11 +158,11 @@ def measure(preset, cfg, args, peak, variant=None):
     start = time.perf_counter()
     compiled = agent._train.lower(state, batch, key).compile()
     compile_s = time.perf_counter() - start
-    state, metrics = compiled(state, batch, key)  # warm-up
+    state, metrics, _ = compiled(state, batch, key)  # warm-up (the third output: replay latents)
     jax.block_until_ready(metrics)
     start = time.perf_counter()
     for i in range(args.updates):
-        state, metrics = compiled(state, batch, jax.random.PRNGKey(i))
+        state, metrics, _ = compiled(state, batch, jax.random.PRNGKey(i))
     jax.block_until_ready(metrics)
     seconds = (time.perf_counter() - start) / args.updates
     flops = 0.0 if args.no_flops else unrolled_flops(cfg, obs_space, args, state, batch, key)
