@@ -9,6 +9,11 @@ Implementations side by side in one run, with each one's time as a ratio to the 
 
     python bench/learner_throughput.py --presets size1m --variants agent.enc.conv=xla agent.enc.conv=phase
 
+Where an update's time goes (`--parts`): pieces of it jitted and timed alone (the world-model loss,
+encoder, decoder, imagination), then each conv layer's forward and backward with its GFLOP/s:
+
+    python bench/learner_throughput.py --presets size1m --parts --no-flops
+
 Random batches, no files: everything is printed to stdout.
 """
 
@@ -41,6 +46,8 @@ def parse(argv=None):
     p.add_argument("--configs", nargs="*", default=[], help="extra presets merged after the size")
     p.add_argument("--xla-default", action="store_true",
                    help="leave XLA's CPU flags at its defaults (not dreamer_live.cli.XLA_CPU_FLAGS)")
+    p.add_argument("--parts", action="store_true",
+                   help="also time pieces of the update alone and each conv layer (where the time goes)")
     p.add_argument("--variants", nargs="+", default=[""], metavar="KEY=VALUE[,KEY=VALUE]",
                    help="config overrides measured one after another for each preset (\"\" = none)")
     p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.outer_patch true."
@@ -103,6 +110,88 @@ def make_batch(agent, batch, length, seed=0):
     out["is_last"] = np.zeros((batch, length), bool)
     out["is_terminal"] = np.zeros((batch, length), bool)
     return out
+
+
+def timed_ms(fn, *args, reps: int = 3) -> float:
+    """Best of `reps` calls of jitted `fn`, in ms, after a warm-up call."""
+    import jax
+
+    fn = jax.jit(fn)
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
+def time_parts(agent, state, batch, key, step_ms: float) -> None:
+    """Print pieces of one update timed alone: the world-model loss (forward + backward), the
+    encoder and decoder (each forward + backward of a squared-output loss) and imagination
+    (forward: its states are constants to the losses); the rest of the step is the actor-critic's
+    heads and losses, the optimizer and whatever ran concurrently."""
+    import jax
+
+    from dreamer_live.agent import rssm as rssmlib
+
+    wm, params = agent.wm, state["params"]
+    b, t = batch["is_first"].shape
+    feat_dim = agent.cfg.rssm.deter + agent.cfg.rssm.stoch * agent.cfg.rssm.classes
+    feat = jax.random.normal(key, (b, t, feat_dim))
+    images = {k: batch[k] for k in wm.image_keys + wm.vector_keys}
+    wm_loss = lambda p: sum(v.mean() for v in wm.loss(p, batch, key)[0].values())  # noqa: E731
+    enc_loss = lambda p: (wm.encode(p, images) ** 2).mean()  # noqa: E731
+    dec_loss = lambda p, f: sum((v ** 2).mean() for v in wm.decode(p, f).values())  # noqa: E731
+    states = jax.jit(lambda p: wm.loss(p, batch, key)[1])(params)
+    start = jax.tree.map(lambda x: x.reshape(b * t, *x.shape[2:]), states)
+    policy = agent.ac.policy_fn(params["actor"])
+    imagine = lambda p, s: rssmlib.imagine(wm.rssm, p["rssm"], s, policy,  # noqa: E731
+                                           agent.cfg.imag_length, key)
+    parts = {"world-model loss, forward + backward": timed_ms(jax.grad(wm_loss), params),
+             "  encoder, forward + backward": timed_ms(jax.grad(enc_loss), params),
+             "  decoder, forward + backward (its input too)": timed_ms(
+                 jax.grad(dec_loss, argnums=(0, 1)), params, feat),
+             f"imagination, {b * t} starts x {agent.cfg.imag_length} steps, forward": timed_ms(
+                 imagine, params, start)}
+    for name, ms in parts.items():
+        print(f"  {ms:8.1f} ms  {name}", flush=True)
+    print(f"  {step_ms:8.1f} ms  the whole update (above)", flush=True)
+
+
+def time_conv_layers(agent, frames: int) -> None:
+    """Print each image conv layer of the encoder and decoder alone on `frames` images: forward,
+    backward (input and kernel gradients; the first layer's input is data, so its kernel's only),
+    and GFLOP/s of the conv's multiply-adds."""
+    import jax
+
+    from dreamer_live.agent import nets
+
+    e, d = agent.cfg.enc, agent.cfg.dec
+    h, w, c = agent.obs_space[agent.wm.image_keys[0]].shape
+    stages = nets.cnn_stages((h, w), e.minres)
+    depths = nets.cnn_depths(e.depth, e.mults, stages)
+    layers = [(f"enc conv{i}", nets.Conv(depth, e.kernel, 2, e.conv), (h >> i, w >> i, cin),
+               (h >> (i + 1)) * (w >> (i + 1)) * e.kernel ** 2 * cin * depth)
+              for i, (cin, depth) in enumerate(zip([c, *depths], depths))]
+    # The decoder's sub-pixel up-sampling: a taps x taps conv at the input's resolution, 4x outputs.
+    depths, taps = nets.cnn_depths(d.depth, d.mults, stages), nets.transposed_taps(d.kernel).shape[0]
+    for i in reversed(range(stages)):
+        cin, cout = depths[i], depths[i - 1] if i else c
+        lh, lw = h >> (i + 1), w >> (i + 1)
+        layers.append((f"dec up{i - 1}" if i else "dec upout", nets.Upsample(cout, d.kernel, d.strided),
+                       (lh, lw, cin), lh * lw * taps ** 2 * cin * 4 * cout))
+    for name, module, shape, macs in layers:
+        x = jax.random.normal(jax.random.PRNGKey(0), (frames, *shape))
+        params = module.init(jax.random.PRNGKey(1), x[:1])
+        loss = lambda p, x: (module.apply(p, x) ** 2).mean()  # noqa: E731
+        forward = timed_ms(module.apply, params, x)
+        grads = jax.grad(loss, argnums=0 if name == "enc conv0" else (0, 1))
+        backward = timed_ms(grads, params, x) - forward
+        flops = 2 * frames * macs / 1e9
+        print(f"  {name:9s} {'x'.join(map(str, shape)):>9s} -> {module.features:3d}  "
+              f"{flops:5.2f} GFLOP  forward {forward:6.1f} ms ({flops / forward * 1e3:5.1f} GFLOP/s)  "
+              f"backward {backward:6.1f} ms", flush=True)
 
 
 def resolve(preset, args, variant=None):
@@ -174,6 +263,10 @@ def measure(preset, cfg, args, peak, variant=None):
           f"{1 / seconds:7.3f} updates/s  {steps:8.0f} replayed steps/s  "
           + (f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  ({gflops / peak:.1%} of matmul)"
              if flops else "FLOPs not counted (--no-flops)"), flush=True)
+    if args.parts:
+        time_parts(agent, state, jax.device_put(batch), key, seconds * 1e3)
+        if args.image:
+            time_conv_layers(agent, args.batch * args.length)
     return seconds
 
 
