@@ -125,14 +125,18 @@ def start(cmd: list[str], log: pathlib.Path) -> subprocess.Popen:
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def stop(proc: subprocess.Popen, grace: float = 120.0) -> int:
-    """SIGINT (the clean stop), then SIGKILL after `grace` s; return the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+def stop(proc: subprocess.Popen, grace: float = 120.0, after: float = 0.0, group: bool = False) -> int:
+    """Let a child run up to `after` s, then SIGINT (a user's Ctrl-C; to its process group with
+    `group`), SIGKILL after `grace` s more; return the exit status."""
+    send = (lambda sig: os.killpg(proc.pid, sig)) if group else proc.send_signal
+    try:
+        return proc.wait(timeout=after)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGINT)
     try:
         return proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        send(signal.SIGKILL)
         return proc.wait()
 
 

@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from pixel_probe import moving_pixels  # noqa: E402
+
 from dreamer_live import cli, config as configlib  # noqa: E402
 from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
 
@@ -105,11 +107,11 @@ def main(argv: list[str]) -> int:
                                     axis=(0, 1)))
             print(f"  reconstruction rms error of '{name}' per entry:", np.round(error, 3).tolist())
         for name in wm.image_keys:
-            # Moving objects (fruit, paddle, ball) are the pixels that differ from the median frame;
-            # their error says whether the model sees them, which the whole-frame loss hides.
+            # Moving objects' error (fruit, paddle, ball) says whether the model sees them, which the
+            # whole-frame loss hides.
             truth = batch[name].astype(np.float32) / 255.0
             error = (np.asarray(recon[name]) - truth) ** 2
-            moving = np.abs(truth - np.median(truth, axis=(0, 1))) > 0.1
+            moving = moving_pixels(truth)
             print(f"  '{name}': squared error per frame {error.sum((2, 3, 4)).mean():.3f}, of which on "
                   f"moving-object pixels {np.where(moving, error, 0).sum((2, 3, 4)).mean():.3f} "
                   f"(their energy {np.where(moving, truth ** 2, 0).sum((2, 3, 4)).mean():.3f})")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,9 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from cadence import stop  # noqa: E402
+
 from dreamer_live.metrics import read_lines  # noqa: E402
 
 RISE = 1.0  # return units (Catcher: fruits) above the first episodes' mean that count as "rising"
@@ -79,6 +81,9 @@ def scripted_returns(logdir: pathlib.Path, episodes: int = 30) -> dict:
     game = config.env
     if (game.name, game.clock) != ("dreamer_live/Catcher-v0", "realtime"):
         return {}
+    if not (game.time_cap_s or game.time_cap_steps):  # the greedy player never loses: no episode end
+        print("scripted players skipped: the run's episodes had no time cap (env.time_cap_s)")
+        return {}
     env = make_env(lockstep_twin(config.update({"env.obs": "vector"})))  # the players read the state
     rng = np.random.default_rng(0)
 
@@ -130,11 +135,7 @@ def main() -> int:
            "--run.quiet", "true", *rest]
     print("running", " ".join(cmd), f"for {args.minutes} min", flush=True)
     proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ))
-    try:
-        proc.wait(timeout=args.minutes * 60)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=180)
+    stop(proc, 180, after=args.minutes * 60)
     report({**summarize(logdir), **scripted_returns(logdir)})
     return 0
 

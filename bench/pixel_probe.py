@@ -34,6 +34,11 @@ from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
 from dreamer_live.steps import game_keys, is_log  # noqa: E402
 
 
+def moving_pixels(frames: np.ndarray) -> np.ndarray:
+    """Object pixels of [..., H, W, C] frames in [0, 1]: those more than 0.1 from the median frame."""
+    return np.abs(frames - np.median(frames, axis=tuple(range(frames.ndim - 3)))) > 0.1
+
+
 def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
     """(image key, model inputs' spaces, `frames` steps of random play as arrays: every observation key
     and the one-hot action taken at it); each key is held for ~5 steps."""
@@ -90,7 +95,7 @@ def main(argv: list[str]) -> int:
     build = world_model if args.model == "world" else autoencoder
     params, step, reconstruct = build(args, config, image, spaces, train["action"].shape[-1])
     truth = test[image].astype(np.float32) / 255.0
-    objects = np.abs(truth - np.median(truth, axis=0)) > 0.1
+    objects = moving_pixels(truth)
     rare = objects & (objects.mean(0) < 0.1)
     groups = {"rare": rare, "frequent": objects & ~rare}
     energy = {name: np.where(mask, truth ** 2, 0).sum((1, 2, 3)).mean() for name, mask in groups.items()}

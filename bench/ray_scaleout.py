@@ -36,7 +36,6 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -46,8 +45,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))  # procfs: /proc readings
 
-from cadence import load_avg, read_ticks, tick_stats  # noqa: E402
+from cadence import load_avg, read_ticks, stop, tick_stats  # noqa: E402
+from procfs import descendants, stat_fields  # noqa: E402
 
 from dreamer_live.metrics import read_lines  # noqa: E402
 from dreamer_live.replay.chunk import list_chunks, load_chunk  # noqa: E402
@@ -61,29 +62,8 @@ GAME = ["--configs", "catcher", "--env.obs", "image", "--env.size", "[64, 64]",
 
 def cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) of one process so far; None when it is gone."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def tree(pid: int) -> set[int]:
-    """`pid` and every live process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = {pid}, [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
+    fields = stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / TICK
 
 
 def cmdline(pid: int) -> str:
@@ -120,17 +100,6 @@ def start(cmd: list[str], log: pathlib.Path) -> subprocess.Popen:
                                                       JAX_PLATFORMS="cpu"))
 
 
-def stop(proc: subprocess.Popen, grace: float = 120.0) -> int:
-    """Ctrl-C to its process group (the clean stop), SIGKILL after `grace` s; its exit status."""
-    try:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        return proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
-
-
 def run_condition(transport: str, n: int, seconds: float, chunk_s: float, logdir: pathlib.Path) -> dict:
     """One condition; its figures."""
     shutil.rmtree(logdir, ignore_errors=True)
@@ -160,17 +129,17 @@ def run_condition(transport: str, n: int, seconds: float, chunk_s: float, logdir
         else:
             found = re.search(r"\(Worker pid=(\d+)\)\S* learner:", logs[0].read_text())
             learner = int(found.group(1)) if found else -1
-        everything = set().union(*(tree(p.pid) for p, _ in procs))
+        everything = set().union(*({p.pid} | descendants(p.pid) for p, _ in procs))
         t0, before = time.time(), {pid: cpu_s(pid) for pid in everything}
         time.sleep(seconds)
         t1 = time.time()
-        everything |= set().union(*(tree(p.pid) for p, _ in procs))
+        everything |= set().union(*({p.pid} | descendants(p.pid) for p, _ in procs))
         after = {pid: cpu_s(pid) for pid in everything}
         roles = {pid: ("actor" if pid in actors.values() else "learner" if pid == learner else
                        "hub" if cmdline(pid).startswith("ray::Hub") else "rest") for pid in after}
         load_after = load_avg()
     finally:
-        codes = [stop(p) for p, _ in procs]
+        codes = [stop(p, group=True) for p, _ in procs]
     used: dict[str, float] = {}
     for pid, role in roles.items():
         if after[pid] is not None:

@@ -24,7 +24,6 @@ import os
 import pathlib
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +34,9 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # live_fixtures.start_xvfb: the tests' private X display
+sys.path.insert(0, str(REPO / "bench"))
+from cadence import stop  # noqa: E402
+
 from dreamer_live import config as configlib  # noqa: E402
 from dreamer_live.plot import Run  # noqa: E402
 
@@ -56,15 +58,6 @@ def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
     path = folder / "supertux_profile.yaml"
     path.write_text(configlib.dump_yaml(data))
     return path
-
-
-def stop(proc: subprocess.Popen, after_s: float) -> int:
-    """Wait up to `after_s`, then SIGINT (a user's Ctrl-C) and wait for the orderly exit."""
-    try:
-        return proc.wait(timeout=after_s)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        return proc.wait(timeout=STOP_WAIT_S)
 
 
 def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen) -> None:
@@ -129,7 +122,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
             actions = configlib.read_yaml(profile)["actions"]
             play(phase, display, actions, seconds, record)
-            code = stop(record, 60)
+            code = stop(record, STOP_WAIT_S, after=60)
         else:
             if phase == "demos":
                 demos = logdir / "scripted" / "demos"
@@ -139,7 +132,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                 common += ["--replay.demo_fraction", str(args.demo_fraction)]
             cmd = [sys.executable, "-m", "dreamer_live.run", *common, *rest]
             print(f"[{phase}]", " ".join(cmd), f"for {args.minutes} min", flush=True)
-            code = stop(subprocess.Popen(cmd, cwd=REPO, env=env), args.minutes * 60)
+            code = stop(subprocess.Popen(cmd, cwd=REPO, env=env), STOP_WAIT_S, after=args.minutes * 60)
         if code:
             raise SystemExit(f"[{phase}] exited with status {code}")
     finally:

@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 from conftest import poll
+from procfs import alive, descendants
 
 from dreamer_live import metrics as metricslib
 from dreamer_live.replay.chunk import list_chunks
@@ -32,32 +33,6 @@ def ticks(logdir, actor_id=None, since=0.0):
     return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", "actor")
             if "actor/ticks_per_s" in r and r["time"] >= since
             and (actor_id is None or r["actor/id"] == actor_id)]
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below `pid` (Ray's system processes and workers included)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def streams(logdir) -> dict[str, set[str]]:
