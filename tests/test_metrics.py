@@ -2,6 +2,7 @@
 half-written last line is read later, not as garbage; Samples summarize a window."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +19,20 @@ def test_logger_lines_arrive_in_order_with_plain_values(tmp_path):
     assert [r["step"] for r in lines] == list(range(50))
     assert lines[3]["x"] == 1.5 and lines[3]["flag"] is True and lines[3]["source"] == "actor"
     assert read_lines(tmp_path / "metrics.jsonl", "learner") == []
+
+
+def test_flush_returns_once_every_queued_line_is_written_and_after_close_at_once(tmp_path):
+    logger = Logger(tmp_path, "actor", quiet=True, tensorboard=False)
+    for step in range(200):
+        logger.write(step, {"x": step})
+    logger.flush()
+    assert [r["step"] for r in read_lines(tmp_path / "metrics.jsonl")] == list(range(200))
+    logger.write(200, {"x": 200})
+    logger.close()
+    began = time.monotonic()
+    logger.flush(timeout=30)  # the writer is gone: nothing to wait for
+    assert time.monotonic() - began < 10
+    assert len(read_lines(tmp_path / "metrics.jsonl")) == 201
 
 
 def test_tail_reads_only_new_complete_lines(tmp_path):
