@@ -137,13 +137,12 @@ def time_parts(agent, state, batch, key, step_ms: float) -> None:
 
     wm, params = agent.wm, state["params"]
     b, t = batch["is_first"].shape
-    feat_dim = agent.cfg.rssm.deter + agent.cfg.rssm.stoch * agent.cfg.rssm.classes
-    feat = jax.random.normal(key, (b, t, feat_dim))
-    images = {k: batch[k] for k in wm.image_keys + wm.vector_keys}
+    obs = {k: batch[k] for k in wm.image_keys + wm.vector_keys}
     wm_loss = lambda p: sum(v.mean() for v in wm.loss(p, batch, key)[0].values())  # noqa: E731
-    enc_loss = lambda p: (wm.encode(p, images) ** 2).mean()  # noqa: E731
+    enc_loss = lambda p: (wm.encode(p, obs) ** 2).mean()  # noqa: E731
     dec_loss = lambda p, f: sum((v ** 2).mean() for v in wm.decode(p, f).values())  # noqa: E731
-    states = jax.jit(lambda p: wm.loss(p, batch, key)[1])(params)
+    states = jax.jit(lambda p: wm.loss(p, batch, key)[1])(params)  # the posterior, [B, T, ...]
+    feat = rssmlib.features(states)
     start = jax.tree.map(lambda x: x.reshape(b * t, *x.shape[2:]), states)
     policy = agent.ac.policy_fn(params["actor"])
     imagine = lambda p, s: rssmlib.imagine(wm.rssm, p["rssm"], s, policy,  # noqa: E731
