@@ -60,7 +60,8 @@ def run_actor(config, logdir: pathlib.Path, stop: StopFlag | None = None) -> int
     """Play until actor.steps / actor.duration / a stop signal (or `stop`, set by whoever started this
     loop on a thread of its own); always release keys and flush replay."""
     # One actor per id on a logdir: two would write streams that metrics and TensorBoard mix up.
-    lock = RoleLock(logdir / f"actor-{config.actor.id}.lock", f"actor {config.actor.id}").acquire()
+    lock = RoleLock(logdir / f"actor-{config.actor.id}.lock", f"actor {config.actor.id}",
+                    hint="give this one another --actor.id").acquire()
     try:
         return _run_actor(config, logdir, lock, stop)
     finally:

@@ -20,7 +20,9 @@ from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.checkpoint import Checkpointer
 from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger
-from dreamer_live.process import StopFlag, learner_threads, share_cpu
+from dreamer_live.process import RoleLock, StopFlag, learner_threads, share_cpu
+
+LOCK = "learner.lock"  # in the logdir: the running learner (pid and host; empty once it stopped cleanly)
 
 
 class Learner:
@@ -301,6 +303,24 @@ class Learner:
         window.update(updates=0, start=now, metrics=[], waited=0.0, skipped=0)
 
 
+def run_learner(config, logdir: pathlib.Path, replay_dir: pathlib.Path, offline: bool,
+                stop: StopFlag | None = None, share_with: str = "") -> int:
+    """Run a Learner holding DIR/learner.lock (a second learner on the logdir is refused), first
+    yielding the CPU to `share_with` (the actors on this machine) when named."""
+    # Two learners would publish the same version numbers and write one checkpoint/ and metrics.jsonl.
+    lock = RoleLock(logdir / LOCK, "a learner").acquire()
+    try:
+        if share_with:  # in this thread: XLA's threads, started by the loop, inherit its manners
+            print(f"learner: sharing the CPU with {share_with}: {yield_cpu(config)}", flush=True)
+        learner = Learner(config, logdir, replay_dir, offline, stop)
+        if lock.took_over:
+            learner.logger.message(f"learner: took over {LOCK} from {lock.took_over}, which stopped "
+                                   "without releasing it")
+        return learner.run()
+    finally:
+        lock.release()
+
+
 def yield_cpu(config) -> str:
     """Lower this process below the actor (learner.threads, nice, idle), before JAX is imported."""
     from dreamer_live.envs import tick_hz
@@ -323,9 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     replay_dir = args.replay or args.logdir / "replay"
     if args.offline and not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
-    if not args.offline:
-        print(f"learner: sharing the CPU with the actor: {yield_cpu(config)}", flush=True)
-    return Learner(config, args.logdir, replay_dir, args.offline).run()
+    return run_learner(config, args.logdir, replay_dir, args.offline,
+                       share_with="" if args.offline else "the actor")
 
 
 if __name__ == "__main__":

@@ -106,13 +106,14 @@ def share_cpu(threads: int, nice: int, idle: bool) -> str:
 
 class RoleLock:
     """An exclusive lock on a file that holds the owner's pid and host: one process per role (an
-    actor id on a logdir). The OS drops it when the owner dies, so a dead owner's lock is taken over;
-    a clean release empties the file, so a pid left in it tells of an owner that died."""
+    actor id, the learner, on a logdir). The OS drops it when the owner dies, so a dead owner's lock
+    is taken over; a clean release empties the file, so a pid left in it tells of an owner that died."""
 
     _OFFSET = 1 << 20  # Windows locks this byte (beyond the text), so others can still read the pid
 
-    def __init__(self, path: str | os.PathLike, role: str):
+    def __init__(self, path: str | os.PathLike, role: str, hint: str = ""):
         self.path, self.role = pathlib.Path(path), role
+        self.hint = hint  # what else the refused process may do, after "stop it first"
         self._fd: int | None = None
         self.took_over = ""  # "pid N on host H" of an owner that died holding it
 
@@ -125,7 +126,7 @@ class RoleLock:
             owner = _owner(_read_all(fd))
             os.close(fd)
             raise UserError(f"{self.role} already runs on this logdir ({owner}, lock {self.path}); "
-                            "stop it first or give this one another --actor.id") from None
+                            f"stop it first{' or ' + self.hint if self.hint else ''}") from None
         previous = _read_all(fd)
         self.took_over = _owner(previous) if previous.strip() else ""
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}

@@ -202,14 +202,12 @@ class Worker:
 
         transport.use_ray(raylink.Link(self.logdir))
         if self.role == "learner":
-            from dreamer_live.learner import Learner, yield_cpu
+            from dreamer_live.learner import run_learner
 
-            # Here, not in __init__: priority and cores are per thread on Linux, and XLA's threads,
-            # started by the loop below, inherit them from this one.
-            print(f"learner: sharing the CPU with the actors: {yield_cpu(self.config)}", flush=True)
-
-            return Learner(self.config, self.logdir, self.logdir / "replay", False,
-                           stop=self.flag).run()
+            # The CPU is yielded here, not in __init__: priority and cores are per thread on Linux,
+            # and XLA's threads, started by the loop, inherit them from this one.
+            return run_learner(self.config, self.logdir, self.logdir / "replay", False,
+                               stop=self.flag, share_with="the actors")
         from dreamer_live.actor import run_actor
 
         return run_actor(self.config, self.logdir, stop=self.flag)

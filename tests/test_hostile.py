@@ -312,6 +312,60 @@ def test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_o
         first.wait()
 
 
+def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
+    """Learners on a logdir with no spaces.json wait for an actor: they hold the lock, nothing else."""
+    import json
+    import signal
+
+    from conftest import poll
+
+    logdir, lock = tmp_path / "run", tmp_path / "run" / "learner.lock"
+    (logdir / "replay").mkdir(parents=True)  # empty: no spaces.json, so a learner waits
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+
+    def learner(out: pathlib.Path):
+        with out.open("w") as f:
+            return subprocess.Popen([sys.executable, "-m", "dreamer_live.learner", "--logdir",
+                                     str(logdir), *QUIET], cwd=REPO, env=env, stdout=f,
+                                    stderr=subprocess.STDOUT)
+
+    def holder():
+        try:
+            return json.loads(lock.read_text()).get("pid")
+        except (OSError, ValueError):
+            return None
+
+    first = learner(tmp_path / "first.txt")
+    third = None
+    try:
+        assert poll("the first learner's lock", holder, timeout=60) == first.pid
+        host = json.loads(lock.read_text())["host"]
+        line = error_line(command("dreamer_live.learner", logdir, timeout=60))
+        assert line == (f"learner: error: a learner already runs on this logdir (pid {first.pid} on "
+                        f"host {host}, lock {lock}); stop it first")
+        # an offline learner locks the logdir it writes: it gets past the lock to the empty replay
+        offline = tmp_path / "offline"
+        line = error_line(command("dreamer_live.learner", offline, "--offline", "--replay",
+                                  logdir / "replay", timeout=60))
+        assert line == f"learner: error: replay folder {logdir / 'replay'} holds no steps"
+        assert (offline / "learner.lock").read_text() == ""
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        out = tmp_path / "third.txt"
+        third = learner(out)
+        poll("the next learner's lock", lambda: holder() == third.pid, timeout=60)
+        poll("its line", lambda: f"learner: took over learner.lock from pid {first.pid} on host "
+             f"{host}, which stopped without releasing it" in out.read_text(), timeout=30)
+        third.send_signal(signal.SIGINT)
+        assert third.wait(60) == 0, out.read_text()
+        assert lock.read_text() == ""  # released on a clean exit
+    finally:
+        for proc in (first, third):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
 def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded(tmp_path):
     """A machine that does not give the actor the CPU (SIGSTOP for 60 ms, 4 times a second: 24% of
     the time) makes it late by more than a tenth of a period on over 5% of its ticks."""
