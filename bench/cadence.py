@@ -1,6 +1,7 @@
 """Does the game keep getting inputs while the agent learns? Tick cadence of the actor under six conditions.
 
     .venv/bin/python bench/cadence.py --seconds 120 --rates 15 60 [--preset catcher] [--out DIR]
+    .venv/bin/python bench/cadence.py --smoke      # 5 s of alone, learner and sync at 60 Hz, debug preset
 
 For each tick rate, the actor (python -m dreamer_live.actor, a real process) plays the real-time built-in
 game for --seconds under:
@@ -49,6 +50,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from smoke import add_smoke, smoke_dir  # noqa: E402
 
 from dreamer_live.pacer import late_limit_ms  # noqa: E402
 from dreamer_live.replay.chunk import list_chunks, load_chunk  # noqa: E402
@@ -279,13 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/dreamer_live_bench/cadence"),
                    help="where the runs' logdirs go (replaced unless --analyse)")
     p.add_argument("--analyse", action="store_true", help="only re-analyse the run folders in --out")
+    add_smoke(p)
     args = p.parse_args(argv)
+    if args.smoke:  # one condition of each kind (the learner ones differ only in flags)
+        args.seconds, args.rates, args.conditions = 5.0, [60.0], ["alone", "learner", "sync"]
+        args.preset, args.out = [*args.preset, "debug"], smoke_dir("cadence")
     release_s = release_after()
     if not args.analyse:
         shutil.rmtree(args.out, ignore_errors=True)
     print(f"cadence: writing run folders under {args.out}; {args.seconds:g}s per condition; game releases "
           f"keys after {release_s:g}s without input; {os.cpu_count()} CPUs", flush=True)
-    rows = []
+    rows, failed = [], 0
     for hz in args.rates:
         for cond in args.conditions:
             logdir = args.out / f"{hz:g}hz-{cond}"
@@ -298,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                 stats, notes = run_condition(cond, hz, args.seconds, args.preset, logdir, args.collect)
             except RuntimeError as e:
                 print(f"cadence: {hz:g} Hz {cond} failed: {e}", flush=True)
+                failed += 1
                 stats, notes = {"ticks": 0}, {"load_before": "", "load_after": load_avg()}
             rows.append((hz, cond, stats, notes))
             print(f"cadence:   {json.dumps({**stats, **notes}, default=str)}", flush=True)
@@ -327,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{100 * a['released_frac']:.1f}% vs {100 * b['released_frac']:.2f}% of game time; "
                   f"at least {a['misses_in_pauses']} lives lost and {a['gameovers_in_pauses']} game overs "
                   f"during pauses vs {b['misses_in_pauses']} and {b['gameovers_in_pauses']}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
