@@ -1,4 +1,5 @@
-"""Files written whole under a temporary name, then renamed into place (never read half-written)."""
+"""Files written whole under a temporary name, then renamed into place (never read half-written), in a
+folder made when missing."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import uuid
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; on success fsync it and rename it to `path`."""
+    """Yield a temporary path beside `path` (its folder made if missing: one deleted during a run
+    comes back at the next write); on success fsync it and rename it to `path`."""
     path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         yield tmp

@@ -84,7 +84,6 @@ class Checkpointer:
 
         meta = dict(meta or {}, saved_time=time.time())
         state = serialization.to_state_dict(jax.device_get(state))
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / FILE.format(int(meta.get("updates", 0)))
         payload = serialization.msgpack_serialize({"state": state, "meta": meta})
         write_atomic(path, serialization.msgpack_serialize(

@@ -200,10 +200,12 @@ class Learner:
         reason = self.stop.reason or "run.steps reached"
         if window["updates"]:
             self._log(window, reader, env_steps, version, batch_steps)
-        version = self._publish(publisher, agent, state, version)
+        last, version = version, self._publish(publisher, agent, state, version)
         self._checkpoint(checkpointer, state, env_steps, version)
+        # only a version this exit wrote: an older one may be gone with its folder
+        published = f"published v{version}" if version != last else "parameters not published"
         self.logger.message(f"\nlearner: stopped ({reason}) at {self.updates} updates "
-                            f"({self.updates - started} this run); published v{version}; "
+                            f"({self.updates - started} this run); {published}; "
                             f"checkpoint {checkpointer.path or 'none'}")
         return state
 

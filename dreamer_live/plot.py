@@ -180,7 +180,6 @@ def plot(dirs: list[pathlib.Path], out: pathlib.Path) -> list[Run]:
         raise UserError("no metric lines yet in " + ", ".join(str(r.logdir / "metrics.jsonl")
                                                              for r in runs))
     fig = figure(runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png")
     return runs

@@ -294,7 +294,6 @@ def write_frames(frames: list[np.ndarray], path, fps: float = 8.0) -> None:
     suffix = path.suffix.lower()
     if suffix not in (".gif", ".mp4"):
         raise UserError(f"cannot write a video to {path}: use a .gif, .mp4 or .png file name")
-    path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".mp4":
         writer = _mp4_writer()
         with atomic_path(path) as tmp:
@@ -318,7 +317,6 @@ def write_image(image: np.ndarray, path) -> None:
     from dreamer_live.atomic import atomic_path
 
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         Image.fromarray(image).save(tmp, format="PNG")
 

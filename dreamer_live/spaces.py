@@ -85,7 +85,6 @@ def save(directory: str | os.PathLike, obs_space: dict, act_space) -> pathlib.Pa
     path = pathlib.Path(directory) / FILE
     text = to_json(obs_space, act_space)
     if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text.encode())
     return path
 

@@ -23,3 +23,13 @@ def test_a_failing_writer_keeps_the_old_file_and_removes_its_temporary(tmp_path)
             raise RuntimeError("crash mid-write")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]
+
+
+def test_a_missing_folder_is_made_again(tmp_path):
+    """A folder deleted during a run (DIR/params, DIR/replay) comes back at the next write into it."""
+    path = tmp_path / "params" / "latest.json"
+    write_atomic(path, b"{}")
+    path.unlink()
+    path.parent.rmdir()
+    write_atomic(path, b"{}")
+    assert path.read_bytes() == b"{}"

@@ -5,6 +5,7 @@ each test copies it into its own logdir, spoils something, and runs the learner 
 """
 
 import contextlib
+import json
 import os
 import pathlib
 import shutil
@@ -515,6 +516,60 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
             learner.wait()
         assert all(finite_file(p) for p in folder.glob("state_*.msgpack"))
         assert "Traceback" not in out.read_text()
+
+
+def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claims_no_lost_version(
+        base, tmp_path):
+    """DIR/params deleted mid-run is made again at the next publish; a learner whose last publish
+    fails (a file where the folder was) does not say it published."""
+    import re
+    import signal
+    import time
+
+    from conftest import poll
+
+    from dreamer_live import sync
+
+    logdir = tmp_path / "run"
+    copy_replay(base, logdir)
+    params, out = logdir / "params", tmp_path / "stdout.txt"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    with out.open("w") as f:
+        learner = subprocess.Popen(
+            [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(logdir), *QUIET,
+             "--run.train_ratio", "0", "--run.publish_every", "0.5"],
+            cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+    def pointed() -> int:  # the version latest.json names (written after its file)
+        try:
+            return json.loads((params / sync.POINTER).read_text())["version"]
+        except (OSError, ValueError):
+            return 0
+
+    try:
+        trained = poll("a trained version", lambda: pointed() >= 2 and pointed(), timeout=120)
+        params.rename(tmp_path / "gone")  # as `rm -rf` ends: the folder is gone at once, whole
+        again = poll("a newer version in the folder made again", lambda: pointed() > trained and
+                     pointed(), timeout=30)
+        assert (params / sync.version_file(again)).exists()
+        def file_in_the_way():  # the learner may make the folder again between the two steps
+            try:
+                params.rename(tmp_path / f"gone-{time.monotonic_ns()}")
+                params.write_text("a file where the folder was: no version can be written")
+                return True
+            except OSError:
+                return False
+
+        poll("a file where the folder was", file_in_the_way)
+        learner.send_signal(signal.SIGTERM)
+        assert learner.wait(120) == 0, out.read_text()
+    finally:
+        learner.kill()
+        learner.wait()
+    text = out.read_text()
+    assert "learner: cannot write parameters (File exists)" in text
+    assert re.search(r"learner: stopped \(SIGTERM\) at \d+ updates \(\d+ this run\); parameters not "
+                     r"published; checkpoint ", text), text[-2000:]
 
 
 # replay.hold_s of the full-disk actor: the disk is freed as soon as the first outage is reported, and the

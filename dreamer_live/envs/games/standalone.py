@@ -175,7 +175,6 @@ def _run(game_cls, argv: list[str] | None) -> int:
                     "values": buffer.addresses(),
                     "keys": {k: keysym(k) for keys in game.actions for k in keys},
                     "actions": [list(keys) for keys in game.actions], "restart_key": "Return"}
-            args.export.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(args.export, json.dumps(info, indent=1).encode())
             print(f"{game.name}: exported value addresses to {args.export}", flush=True)
         log = None
