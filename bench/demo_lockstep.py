@@ -3,6 +3,7 @@ lockstep in one process, so a preset can be judged in minutes per seed on one co
 
     .venv/bin/python bench/demo_lockstep.py [--updates 5000] [--configs catcher] [--seed 1]
                                             [--agent.actent 3e-3 ...]
+    .venv/bin/python bench/demo_lockstep.py --smoke      # 20 updates of the debug preset
 
 Each update is preceded by batch_size * batch_length / run.train_ratio env steps (the learner's train
 ratio), after run.prefill steps. The game runs as many frames per step as a real-time tick spans, and
@@ -28,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from pixel_probe import moving_pixels  # noqa: E402
+from smoke import add_smoke  # noqa: E402
 
 from dreamer_live import cli, config as configlib  # noqa: E402
 from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
@@ -41,7 +43,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--updates", type=int, default=5000, help="learner updates (default 5000)")
     p.add_argument("--diagnose-every", type=int, default=2000,
                    help="updates between world-model diagnostics (default 2000)")
+    add_smoke(p)
     args, rest = p.parse_known_args(argv)
+    if args.smoke:
+        args.updates, args.configs = 20, [*args.configs, "debug"]
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
     cli.setup_jax(config)
     import jax

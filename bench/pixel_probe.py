@@ -4,6 +4,7 @@ game's small moving objects?
     .venv/bin/python bench/pixel_probe.py [--model autoencoder|world] [--configs catcher_pixels]
         [--env.size '[16, 16]'] [--env.grayscale true] [--agent.enc.depth 8 --agent.dec.depth 8]
         [--steps 6000] [--lr 1e-3]
+    .venv/bin/python bench/pixel_probe.py --smoke      # 400 frames, 5 steps, debug preset
 
 Frames come from the game (preset and overrides as for every command) played by held random keys.
 `--model autoencoder`: the world model's own `Encoder`, a dense bottleneck (or the RSSM's sampled
@@ -28,6 +29,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from smoke import add_smoke  # noqa: E402
 
 from dreamer_live import cli, config as configlib  # noqa: E402
 from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
@@ -79,7 +82,10 @@ def main(argv: list[str]) -> int:
                         "(agent.rssm.stoch x classes, unimix, straight-through) with no KL, or their "
                         "probabilities unsampled (default dense)")
     p.add_argument("--every", type=int, default=250, help="steps between reports (default 250)")
+    add_smoke(p)
     args, rest = p.parse_known_args(argv)
+    if args.smoke:  # 400 frames: 64 held out
+        args.frames, args.steps, args.every, args.configs = 400, 5, 5, [*args.configs, "debug"]
     config = lockstep_twin(configlib.resolve(args.configs, configlib.parse_overrides(rest)))
     cli.setup_jax(config)
     import jax
