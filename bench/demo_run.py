@@ -2,6 +2,7 @@
 
     python bench/demo_run.py --minutes 20 [--logdir DIR] [-- extra run.py arguments]
     python bench/demo_run.py --summarize DIR          # figures of an existing run
+    python bench/demo_run.py --smoke                  # 24 s of the debug preset, 2 scripted episodes
 
 Prints the actor's tick rate and lateness, the learner's updates/s and train ratio, and the episode
 return over time: the mean of the first 10 episodes against the last 10 (a ratio is meaningless for
@@ -27,6 +28,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from cadence import stop  # noqa: E402
+from smoke import add_smoke, smoke_dir  # noqa: E402
 
 from dreamer_live.metrics import read_lines  # noqa: E402
 
@@ -72,7 +74,7 @@ def summarize(logdir: pathlib.Path) -> dict:
     return out
 
 
-def scripted_returns(logdir: pathlib.Path, episodes: int = 30) -> dict:
+def scripted_returns(logdir: pathlib.Path, episodes: int) -> dict:
     """Mean episode return of scripted Catcher players under the run's config (empty for other games)."""
     from dreamer_live import config as configlib
     from dreamer_live.envs import lockstep_twin, make_env
@@ -124,20 +126,27 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=20.0)
     p.add_argument("--logdir", type=pathlib.Path, default=None)
     p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
+    p.add_argument("--player-episodes", type=int, default=30, help="episodes of each scripted player")
+    add_smoke(p)
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
     args = p.parse_args()
     if args.summarize:
-        report({**summarize(args.summarize), **scripted_returns(args.summarize)})
+        report({**summarize(args.summarize), **scripted_returns(args.summarize, args.player_episodes)})
         return 0
-    logdir = args.logdir or REPO / "logdir" / f"bench-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
+    if args.smoke:  # presets given after -- still win
+        args.minutes, args.player_episodes = 0.4, 2
+        args.logdir, rest = smoke_dir("demo_run") / "run", ["--configs", "catcher", "debug", *rest]
+    logdir = args.logdir or REPO / "logdir" / f"bench-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir),
            "--run.quiet", "true", *rest]
     print("running", " ".join(cmd), f"for {args.minutes} min", flush=True)
     proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ))
-    stop(proc, 180, after=args.minutes * 60)
-    report({**summarize(logdir), **scripted_returns(logdir)})
-    return 0
+    code = stop(proc, 180, after=args.minutes * 60)
+    report({**summarize(logdir), **scripted_returns(logdir, args.player_episodes)})
+    if code:
+        print(f"dreamer_live.run exited with status {code}")
+    return 1 if code else 0
 
 
 if __name__ == "__main__":
