@@ -1,6 +1,7 @@
 """Env wrapper figures: the real-time runner's achieved rate, and the cost per step of the wrapper stack.
 
     .venv/bin/python bench/env_wrappers.py [--seconds 2]
+    .venv/bin/python bench/env_wrappers.py --smoke      # 0.5 s per rate, 2000 steps
 
 Prints steps/s the RealtimeRunner achieves against its target (ratio), and microseconds per CartPole step bare
 vs. with every progress/time wrapper on (ratio).
@@ -18,6 +19,7 @@ from dreamer_live import config as configlib
 from dreamer_live.envs import apply_wrappers, base_env
 from dreamer_live.envs.base import Env, step_spaces
 from dreamer_live.envs.realtime import RealtimeRunner
+from smoke import add_smoke
 
 
 class LogX(Env):
@@ -103,7 +105,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per real-time rate")
     parser.add_argument("--steps", type=int, default=20000, help="steps per overhead measurement")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.seconds, args.steps = 0.5, 2000
     print("realtime: target hz, achieved steps/s, ratio, skipped steps")
     for hz in (15.0, 60.0, 240.0):
         rate, skipped = realtime_rate(hz, args.seconds)

@@ -4,6 +4,7 @@
         Linux: starts Xvfb and the built-in Catcher in a 256x256 window (needs xvfb).
     .venv/bin/python bench/live_io.py --window "SuperTux" [--display :0]
         any platform: a game window already open (keys are sent to it: use a harmless one).
+    .venv/bin/python bench/live_io.py --smoke      # 20 calls each on Catcher (skipped without Xvfb)
 
 Prints milliseconds per call (median and p99) for capture + preprocess (64x64 RGB and grey), holding a
 new key set (release one key, press another: the worst tick; XTest on Linux, pydirectinput with
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 import time
@@ -24,6 +26,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+from smoke import add_smoke, skip  # noqa: E402
 
 
 def timed(fn, n: int) -> np.ndarray:
@@ -50,7 +54,12 @@ def main() -> int:
     p.add_argument("--hz", type=float, default=15.0, help="tick rate for the budget comparison")
     p.add_argument("--window", default="", help="title of an open game window (default: start Catcher)")
     p.add_argument("--display", default="", help="X display of that window (Linux)")
+    add_smoke(p)
     args = p.parse_args()
+    if args.smoke:
+        args.ticks = 20
+        if not args.window and not shutil.which("Xvfb"):
+            return skip("live_io", "needs Xvfb (apt-get install xvfb)")
 
     from dreamer_live.envs.live.capture import Capture
     from dreamer_live.envs.wrappers import resize_image
