@@ -1,6 +1,7 @@
 """Replay store figures: chunk writes, refresh over many files, sampling speed, memory, add() latency.
 
     .venv/bin/python bench/replay_io.py [--images monsterkong,smooth] [--update-rate 0.5]
+    .venv/bin/python bench/replay_io.py --smoke      # 20 files, 2 chunks sampled 0.5 s, 1024 adds
 
 Images are 64x64x3 uint8 with realistic structure, never pure noise unless asked for:
   monsterkong  frames of the built-in MonsterKong game (textured platforms, ladders, sprites) under a
@@ -26,6 +27,7 @@ import numpy as np
 
 from dreamer_live.replay import Reader, Writer, write_chunk
 from dreamer_live.replay.chunk import ChunkName, timestamp
+from smoke import add_smoke
 
 RAW_STEP = 64 * 64 * 3
 
@@ -174,9 +176,13 @@ def main(argv=None) -> int:
     p.add_argument("--store-chunks", type=int, default=32,
                    help="1024-step chunks in the sampled store")
     p.add_argument("--seconds", type=float, default=5.0, help="sampling time per measurement")
+    p.add_argument("--adds", type=int, default=4096, help="add() calls for the latency figure")
     p.add_argument("--dir", type=pathlib.Path, default=None,
                    help="scratch folder (default: a temp dir)")
+    add_smoke(p)
     args = p.parse_args(argv)
+    if args.smoke:
+        args.files, args.store_chunks, args.seconds, args.adds = 20, 2, 0.5, 1024
     root = pathlib.Path(tempfile.mkdtemp(prefix="replay_io_", dir=args.dir))
     print(f"replay_io: scratch files in {root} (removed at the end)")
     consumed = args.update_rate * args.batch
@@ -199,7 +205,7 @@ def main(argv=None) -> int:
                   f"{args.update_rate} updates/s consumes {consumed:.0f} seq/s: "
                   f"{min(direct, prefetched) / consumed:.1f}x")
             (p50, p99), worst, flushes = bench_add_latency(root / f"latency-{kind}", frames,
-                                                           4096, 256)
+                                                           args.adds, 256)
             print(f"add() latency while flushing ({flushes} chunks of 256 steps): "
                   f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, max {worst:.3f} ms "
                   f"(target p99 < 1 ms: {1.0 / p99:.1f}x margin)")
