@@ -1,6 +1,7 @@
 """Observation-to-action latency of the actor's jitted policy at batch 1, for each model size preset.
 
     .venv/bin/python bench/policy_latency.py [--presets debug size1m ... size200m] [--obs vector image]
+    .venv/bin/python bench/policy_latency.py --smoke      # debug preset, 0.5 s of calls per obs
 
 Times exactly what the actor does on each tick: the jitted step of dreamer_live.actor_core.make_policy (key
 split, encoder, RSSM posterior step, policy head, sample) on one real observation of the built-in Catcher,
@@ -27,6 +28,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from smoke import add_smoke  # noqa: E402
 
 PRESETS = ("debug", "size1m", "size12m", "size25m", "size50m", "size100m", "size200m")
 FIT = 0.9  # fraction of the tick period the policy may take
@@ -117,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0, help="timed calls per preset for this long")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds allowed per preset (start included)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    add_smoke(p)
     args = p.parse_args(argv)
+    if args.smoke:  # a preset skipped here is a failure, not a preset too big for the machine
+        args.presets, args.seconds, args.timeout = ["debug"], 0.5, 120.0
     if args.child:
         print(json.dumps(measure(args.child, args.obs[0], args.seconds, 20000)), flush=True)
         return 0
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             text = (f"{best['preset']} (p99 {best['p99_ms']:.2f} ms = {best['p99_ms'] / budget:.2f} of the "
                     f"{budget:.1f} ms budget)" if best else "none")
             print(f"largest preset fitting a {hz:g} Hz tick ({obs} obs): {text}")
-    return 0
+    return 1 if args.smoke and any("skipped" in r for r in rows) else 0
 
 
 if __name__ == "__main__":
