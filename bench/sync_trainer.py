@@ -1,6 +1,7 @@
 """The synchronous baseline: one process that collects N steps from the real-time game, then trains M steps.
 
     .venv/bin/python bench/sync_trainer.py --logdir DIR --configs catcher --seconds 120 [--collect 256]
+    .venv/bin/python bench/sync_trainer.py --smoke      # 5 s, debug preset, a scratch logdir
 
 This is the loop of RLlib's PPO / DreamerV3 and most libraries that users come from, run against the same
 real-time built-in game, the same Agent and policy, and the project's replay (Writer into DIR/replay, Reader
@@ -22,6 +23,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from smoke import add_smoke, smoke_dir  # noqa: E402
 
 from dreamer_live import cli  # noqa: E402
 from dreamer_live.errors import UserError  # noqa: E402
@@ -145,12 +148,21 @@ class SyncTrainer:
 def main(argv: list[str] | None = None) -> int:
     """Command line: bench/sync_trainer.py --logdir DIR --configs PRESET... --seconds S."""
     p = cli.parser("bench/sync_trainer.py",
-                   "Synchronous baseline: collect N steps from the real-time game, train M, repeat.")
+                   "Synchronous baseline: collect N steps from the real-time game, train M, repeat.",
+                   logdir_required=False)  # (--smoke makes one)
     p.add_argument("--seconds", type=float, default=120.0, help="game time to run (default 120)")
     p.add_argument("--collect", type=int, default=256, help="env steps per collect phase (default 256)")
     p.add_argument("--train", type=int, default=0,
                    help="updates per train phase (default: run.train_ratio * collect / batch steps)")
+    add_smoke(p)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first, _ = p.parse_known_args(argv)
+    if first.smoke:  # the presets and config keys resolve from argv: the smoke settings go there
+        argv += ["--logdir", str(smoke_dir("sync_trainer")), "--configs", *(first.configs or ["catcher"]),
+                 "debug", "--seconds", "5", "--collect", "64"]
     args, config = cli.parse(p, argv)
+    if args.logdir is None:
+        p.error("the following arguments are required: --logdir")
     if args.collect < 1 or args.train < 0 or args.seconds <= 0:
         raise UserError("--collect must be >= 1, --train >= 0 and --seconds > 0")
     train = args.train or default_train_steps(config, args.collect)
