@@ -14,6 +14,15 @@ encoder, decoder, imagination), then each conv layer's forward and backward with
 
     python bench/learner_throughput.py --presets size1m --parts --no-flops
 
+The path before against the default, in one process (`--compare-before`): for the pixel presets
+catcher_pixels (16x16 grey), supertux (32x32 grey) and size1m (64x64x3), each with its own batch
+shape, the update with BEFORE's overrides (the layout the defaults had before the patch stems) and with
+none, and a last line `speedup: N.NNx`, the smallest of the three:
+
+    python bench/learner_throughput.py --compare-before
+
+`--smoke` runs every mode above in seconds on the `debug` agent and tiny batches (no figures to keep).
+
 Random batches, no files: everything is printed to stdout.
 """
 
@@ -26,6 +35,9 @@ import time
 from dreamer_live import cli
 
 REFERENCE_S_PER_UPDATE = 18.0  # official DreamerV3, size1m, 16 x 64, 64x64x3, float32, 2-core CPU
+# --compare-before: the presets, and the overrides that give the layout the defaults had before.
+COMPARE_PRESETS = ("catcher_pixels", "supertux", "size1m")
+BEFORE = {"agent.enc.patch": 1, "agent.dec.patch": 1}
 
 
 def parse(argv=None):
@@ -50,8 +62,18 @@ def parse(argv=None):
                    help="also time pieces of the update alone and each conv layer (where the time goes)")
     p.add_argument("--variants", nargs="+", default=[""], metavar="KEY=VALUE[,KEY=VALUE]",
                    help="config overrides measured one after another for each preset (\"\" = none)")
-    p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.outer_patch true."
+    p.add_argument("--compare-before", action="store_true",
+                   help=f"the path before ({', '.join(f'{k}={v}' for k, v in BEFORE.items())}) "
+                        f"against the default for {', '.join(COMPARE_PRESETS)}, each with its "
+                        f"preset's batch and image shape; ends with the smallest speedup")
+    p.add_argument("--smoke", action="store_true",
+                   help="every mode in seconds: the debug agent, tiny batches, one update")
+    p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.patch 4."
     args, rest = p.parse_known_args(argv)
+    if args.smoke:
+        args.presets, args.batch, args.length, args.image, args.channels = ["debug"], 2, 8, 16, 1
+        args.updates, args.no_flops, args.parts = 1, True, True
+        rest += ["--env.size", "[16, 16]", "--env.grayscale", "true"]  # --compare-before's images
     from dreamer_live import config
 
     args.overrides = config.parse_overrides(rest)
@@ -158,35 +180,54 @@ def time_parts(agent, state, batch, key, step_ms: float) -> None:
     print(f"  {step_ms:8.1f} ms  the whole update (above)", flush=True)
 
 
-def time_conv_layers(agent, frames: int) -> None:
-    """Print each image conv layer of the encoder and decoder alone on `frames` images: forward,
-    backward (input and kernel gradients; the first layer's input is data, so its kernel's only),
-    and GFLOP/s of the conv's multiply-adds."""
-    import jax
+def image_layers(cfg, shape) -> list:
+    """The encoder's and decoder's image layers as (name, module, input shape, multiply-adds per
+    image), in the layout `cfg` gives (patch stems, strided or not)."""
+    import flax.linen as nn
 
     from dreamer_live.agent import nets
 
-    e, d = agent.cfg.enc, agent.cfg.dec
-    h, w, c = agent.obs_space[agent.wm.image_keys[0]].shape
+    e, d, (h, w, c) = cfg.enc, cfg.dec, shape
     stages = nets.cnn_stages((h, w), e.minres)
     depths = nets.cnn_depths(e.depth, e.mults, stages)
-    layers = [(f"enc conv{i}", nets.Conv(depth, e.kernel, 2, e.conv), (h >> i, w >> i, cin),
-               (h >> (i + 1)) * (w >> (i + 1)) * e.kernel ** 2 * cin * depth)
-              for i, (cin, depth) in enumerate(zip([c, *depths], depths))]
-    # The decoder's sub-pixel up-sampling: a taps x taps conv at the input's resolution, 4x outputs.
+    first = nets.patch_stages(e.patch, stages)
+    layers = []
+    if first:
+        cin, cout = e.patch ** 2 * c, depths[first - 1]
+        layers.append(("enc patch", nn.Dense(cout), (h >> first, w >> first, cin),
+                       (h >> first) * (w >> first) * cin * cout))
+    for i in range(first, stages):
+        cin, out = depths[i - 1] if i else c, i + 1 if e.strided else i  # out: the conv's resolution
+        layers.append((f"enc conv{i}", nets.Conv(depths[i], e.kernel, 2 if e.strided else 1, e.conv),
+                       (h >> i, w >> i, cin), (h >> out) * (w >> out) * e.kernel ** 2 * cin * depths[i]))
+    # The decoder's up-sampling, strided: a taps x taps conv at the input's resolution, 4x outputs.
     depths, taps = nets.cnn_depths(d.depth, d.mults, stages), nets.transposed_taps(d.kernel).shape[0]
-    for i in reversed(range(stages)):
-        cin, cout = depths[i], depths[i - 1] if i else c
-        lh, lw = h >> (i + 1), w >> (i + 1)
+    last = nets.patch_stages(d.patch, stages, "agent.dec.patch")
+    for i in reversed(range(last, stages)):
+        cin, cout, lh, lw = depths[i], depths[i - 1] if i else c, h >> (i + 1), w >> (i + 1)
+        macs = lh * lw * (taps ** 2 * 4 if d.strided else d.kernel ** 2 * 4) * cin * cout
         layers.append((f"dec up{i - 1}" if i else "dec upout", nets.Upsample(cout, d.kernel, d.strided),
-                       (lh, lw, cin), lh * lw * taps ** 2 * cin * 4 * cout))
-    for name, module, shape, macs in layers:
+                       (lh, lw, cin), macs))
+    if last:
+        cin, cout = depths[last - 1], d.patch ** 2 * c
+        layers.append(("dec patch", nn.Dense(cout), (h >> last, w >> last, cin),
+                       (h >> last) * (w >> last) * cin * cout))
+    return layers
+
+
+def time_conv_layers(agent, frames: int) -> None:
+    """Print each image layer of the encoder and decoder alone on `frames` images: forward,
+    backward (input and kernel gradients; the first layer's input is data, so its kernel's only),
+    and GFLOP/s of its multiply-adds."""
+    import jax
+
+    shape = agent.obs_space[agent.wm.image_keys[0]].shape
+    for n, (name, module, shape, macs) in enumerate(image_layers(agent.cfg, shape)):
         x = jax.random.normal(jax.random.PRNGKey(0), (frames, *shape))
         params = module.init(jax.random.PRNGKey(1), x[:1])
         loss = lambda p, x: (module.apply(p, x) ** 2).mean()  # noqa: E731
         forward = timed_ms(module.apply, params, x)
-        grads = jax.grad(loss, argnums=0 if name == "enc conv0" else (0, 1))
-        backward = timed_ms(grads, params, x) - forward
+        backward = timed_ms(jax.grad(loss, argnums=0 if n == 0 else (0, 1)), params, x) - forward
         flops = 2 * frames * macs / 1e9
         print(f"  {name:9s} {'x'.join(map(str, shape)):>9s} -> {module.features:3d}  "
               f"{flops:5.2f} GFLOP  forward {forward:6.1f} ms ({flops / forward * 1e3:5.1f} GFLOP/s)  "
@@ -269,6 +310,31 @@ def measure(preset, cfg, args, peak, variant=None):
     return seconds
 
 
+def preset_args(args, cfg):
+    """`args` with the batch and image shape of `cfg` (its preset's own)."""
+    height, width = cfg.env.size
+    assert height == width, cfg.env.size  # the bench draws square images
+    return argparse.Namespace(**{**vars(args), "batch": cfg.batch_size, "length": cfg.batch_length,
+                                 "image": height, "channels": 1 if cfg.env.grayscale else 3})
+
+
+def compare_before(args, peak) -> None:
+    """Time the update with BEFORE's overrides and with none for each preset; print the speedups."""
+    from dreamer_live import config
+
+    rows = []
+    for preset in ["debug"] if args.smoke else COMPARE_PRESETS:
+        now = config.resolve([preset, *args.configs], args.overrides)
+        before = now.update(BEFORE)
+        shaped = argparse.Namespace(**{**vars(preset_args(args, now)), "parts": False})
+        rows.append((preset, measure(preset, before, shaped, peak, BEFORE),
+                     measure(preset, now, shaped, peak)))
+    for preset, before, now in rows:
+        print(f"{preset:15s} before {before:7.3f} s/update  now {now:7.3f} s/update  "
+              f"{before / now:.2f}x", flush=True)
+    print(f"speedup: {min(before / now for _, before, now in rows):.2f}x", flush=True)
+
+
 @cli.main
 def main(argv=None):
     args = parse(argv)
@@ -283,6 +349,8 @@ def main(argv=None):
     dtype = args.dtype or configs[args.presets[0], 0].agent.compute_dtype
     peak = 0.0 if args.flops_only else matmul_gflops(dtype)
     print(f"{dtype} matmul: {peak:.1f} GFLOP/s", flush=True)
+    if args.compare_before and not args.smoke:
+        return compare_before(args, peak)
     for preset in args.presets:
         first = 0.0
         for i, variant in enumerate(args.variant_overrides):
@@ -296,6 +364,8 @@ def main(argv=None):
                 print(f"  vs official DreamerV3 size1m on a 2-core CPU "
                       f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
                       f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
+    if args.smoke:
+        compare_before(args, peak)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ NOT_IDENTITY = ("env.live.", "env.window", "agent.enc.conv")
 FREE_FORM = ("env.kwargs",)
 # Keys that a logdir's config.yaml from an older version may hold: dropped when it is read.
 RETIRED = ("actor.late_ms",)  # late is a share of the period now (dreamer_live/pacer.py)
+# ... and keys it may hold under an older name: the key now, and the value that means the same.
+RENAMED = {f"agent.{part}.outer_patch": (f"agent.{part}.patch", lambda on: 2 if on else 1)
+           for part in ("enc", "dec")}
 
 
 def _yaml() -> YAML:
@@ -275,8 +278,11 @@ def defaults() -> Config:
 
 
 def saved(path: str | pathlib.Path) -> Config:
-    """A logdir's config.yaml over the defaults, without RETIRED keys."""
+    """A logdir's config.yaml over the defaults, without RETIRED keys and with RENAMED ones renamed."""
     flat = flatten(read_yaml(path) or {})
+    for old, (new, value) in RENAMED.items():
+        if old in flat:
+            flat[new] = value(flat.pop(old))
     return defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
 
 

@@ -1,7 +1,8 @@
 """The agent's architecture against the official DreamerV3 (danijar/dreamerv3) in known values: its
 weight init (variance scaling), its parameter counts per part for every size preset, its decoder's
 split input projection (`bspace`) and its stride-2 transposed up-sampling convs; the encoder's conv
-implementations (agent.enc.conv) as one function."""
+implementations (agent.enc.conv) as one function; the patch stem and pixel-shuffle head
+(agent.enc.patch, agent.dec.patch) against a direct computation."""
 
 import functools
 import math
@@ -14,7 +15,7 @@ import pytest
 
 from dreamer_live import config
 from dreamer_live.agent import Agent
-from dreamer_live.agent.nets import CONVS, Encoder, SplitSpace, Upsample, weight_init
+from dreamer_live.agent.nets import CONVS, Decoder, Encoder, SplitSpace, Upsample, weight_init
 from dreamer_live.envs.base import step_spaces
 from dreamer_live.errors import UserError
 
@@ -201,3 +202,57 @@ def test_bspace_that_does_not_divide_is_one_line():
     with pytest.raises(UserError, match=r"low-res depth \(6:"):  # debug's depth 2 x 3 at 16x16
         image_agent(["debug"], {"agent.dec.bspace": 8}, size=16)
     image_agent(["debug"], {"agent.dec.bspace": 4, "agent.rssm.deter": 36}, size=32)
+
+
+def test_patch_stem_is_one_dense_layer_on_each_patch():
+    """agent.enc.patch 4 on 16x16x3 (two stages to 4x4): each 4 x 4 patch's 48 pixels, rows then
+    columns then channels, times the stem's kernel plus its bias, is the token at that patch."""
+    image = jax.random.randint(jax.random.PRNGKey(0), (2, 16, 16, 3), 0, 256, jnp.uint8)
+    enc = Encoder(("image",), (), depth=2, patch=4, norm="none", act="none")
+    params = enc.init(jax.random.PRNGKey(1), {"image": image})
+    w, b = (np.asarray(params["params"]["patch"][k]) for k in ("kernel", "bias"))
+    assert w.shape == (4 * 4 * 3, 6) and list(params["params"]) == ["patch"]  # depth 2 x mults[1]
+    x = np.asarray(image, np.float32) / 255.0 - 0.5
+    expected = np.stack([x[:, 4 * i:4 * i + 4, 4 * j:4 * j + 4].reshape(2, -1) @ w + b
+                         for i in range(4) for j in range(4)], 1)
+    np.testing.assert_allclose(enc.apply(params, {"image": image}), expected.reshape(2, -1),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_pixel_shuffle_head_predicts_each_patch_from_its_position():
+    """agent.dec.patch 2 on 16x16 (an up-sampling conv to 8x8, then the head): output pixel
+    (2i + r, 2j + s, c) is feature (i, j) times column (2r + s) x C + c of the head's kernel plus its
+    bias, through the sigmoid."""
+    dec = Decoder((("a", (16, 16, 1)), ("b", (16, 16, 2))), (), deter=8, bspace=2, depth=2, patch=2,
+                  units=4, norm="none", act="none")
+    feat = jax.random.normal(jax.random.PRNGKey(0), (3, 12))
+    params = dec.init(jax.random.PRNGKey(1), feat)
+    out, seen = dec.apply(params, feat, capture_intermediates=True)
+    x = np.asarray(seen["intermediates"]["up0"]["__call__"][0])  # the head's input, [3, 8, 8, 4]
+    w, b = (np.asarray(params["params"]["patch"][k]) for k in ("kernel", "bias"))
+    assert x.shape == (3, 8, 8, 4) and w.shape == (4, 2 * 2 * 3) and "upout" not in params["params"]
+    y = (x @ w + b).reshape(3, 8, 8, 2, 2, 3)  # [.., i, j, r, s, c]
+    expected = 1 / (1 + np.exp(-y.transpose(0, 1, 3, 2, 4, 5).reshape(3, 16, 16, 3)))
+    np.testing.assert_allclose(out["a"], expected[..., :1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["b"], expected[..., 1:], rtol=1e-5, atol=1e-6)
+
+
+def test_patch_layout_parameter_counts_for_every_size():
+    """64x64x3 frames, patch 4 both ways: the reference's counts with its two full- and
+    half-resolution encoder convs replaced by one dense layer on 48-pixel patches, and its last two
+    decoder layers by one dense layer to each patch's 48 pixels; the rest is the same."""
+    linear = lambda i, o: i * o + o  # noqa: E731
+    normed = lambda i, o: linear(i, o) + o  # noqa: E731
+    for preset, dims in SIZES.items():
+        ref, d = reference_counts(*dims), [dims[3] * m for m in (2, 3, 4, 4)]
+        enc = ref["enc"] - normed(25 * 3, d[0]) - normed(25 * d[0], d[1]) + normed(48, d[1])
+        dec = ref["dec"] - normed(25 * d[1], d[0]) - linear(25 * d[0], 3) + linear(d[1], 48)
+        got = counts(image_agent([preset], {"agent.enc.patch": 4, "agent.dec.patch": 4}))
+        assert got == {**ref, "enc": enc, "dec": dec}, preset
+
+
+@pytest.mark.parametrize("key, value", [("agent.enc.patch", 3), ("agent.dec.patch", 32)])
+def test_a_patch_the_image_cannot_take_is_one_line(key, value):
+    """Not a power of 2, or more than the down-sampling to minres: one line naming the key."""
+    with pytest.raises(UserError, match=rf"{key} {value} must be a power of 2 of at most 16 here"):
+        image_agent(["debug"], {key: value})

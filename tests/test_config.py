@@ -75,6 +75,16 @@ def test_a_logdir_from_an_older_version_still_opens(tmp_path):
     assert cli.logdir_config(tmp_path, [], {}).actor.hz == 30.0
     with pytest.raises(UserError, match="unknown config key 'actor.late_ms'"):
         cli.logdir_config(tmp_path, [], {"actor.late_ms": 5.0})  # asked for today: refused
+
+
+def test_a_renamed_key_keeps_its_meaning(tmp_path):
+    """agent.enc/dec.outer_patch true was today's patch 2: an older logdir resumes with it."""
+    (tmp_path / "config.yaml").write_text("agent:\n  enc: {outer_patch: true}\n"
+                                          "  dec: {outer_patch: false}\n")
+    agent = cli.logdir_config(tmp_path, [], {}).agent
+    assert (agent.enc.patch, agent.dec.patch) == (2, 1)
+
+
 def test_command_line_error_is_one_line():
     out = subprocess.run([sys.executable, "-c",
                           "import sys; from dreamer_live import cli\n"

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dreamer_live.agent.dists import symlog
+from dreamer_live.errors import UserError
 
 f32 = jnp.float32
 
@@ -166,8 +167,21 @@ def cnn_depths(depth: int, mults: Sequence[int], stages: int) -> list[int]:
     return [depth * mults[min(i, len(mults) - 1)] for i in range(stages)]
 
 
+def patch_stages(patch: int, stages: int, key: str = "agent.enc.patch") -> int:
+    """How many of the `stages` 2x down-samplings a `patch` x `patch` stem replaces (log2 of it)."""
+    k = patch.bit_length() - 1
+    if patch != 1 << k or k > stages:
+        raise UserError(f"{key} {patch} must be a power of 2 of at most {1 << stages} here (the "
+                        f"image is down-sampled {stages} times to its minres)")
+    return k
+
+
 class Encoder(nn.Module):
-    """Observation encoder: strided CNN for image keys, symlog MLP for vector keys; returns tokens."""
+    """Observation encoder: strided CNN for image keys, symlog MLP for vector keys; returns tokens.
+
+    With `patch` p > 1 the first log2(p) stages are one patch stem: each p x p patch (space-to-depth)
+    through a dense layer, so no conv runs at the full resolution over the image's few channels.
+    """
 
     image_keys: tuple = ()
     vector_keys: tuple = ()
@@ -179,7 +193,7 @@ class Encoder(nn.Module):
     units: int = 256
     symlog: bool = True
     minres: int = 4
-    outer_patch: bool = False
+    patch: int = 1
     conv: str = "phase"
     norm: str = "rms"
     act: str = "silu"
@@ -198,15 +212,14 @@ class Encoder(nn.Module):
             x = x.astype(self.dtype) / 255.0 - 0.5
             act = activation(self.act)
             stages = cnn_stages(x.shape[1:3], self.minres)
-            for i, depth in enumerate(cnn_depths(self.depth, self.mults, stages)):
-                if i == 0 and self.outer_patch:
-                    # Full resolution: a linear map of each 2x2 patch (space-to-depth + dense),
-                    # which costs a fraction of a kxk conv and its weight gradient on CPU.
-                    x = nn.Dense(depth, dtype=self.dtype, param_dtype=f32, kernel_init=weight_init(),
-                                 name=f"conv{i}")(space_to_depth(x, 2))
-                    x = act(Norm(self.norm, name=f"conv{i}norm")(x))
-                    continue
-                x = Conv(depth, self.kernel, 2 if self.strided else 1, self.conv, self.dtype,
+            depths = cnn_depths(self.depth, self.mults, stages)
+            first = patch_stages(self.patch, stages)
+            if first:
+                x = nn.Dense(depths[first - 1], dtype=self.dtype, param_dtype=f32,
+                             kernel_init=weight_init(), name="patch")(space_to_depth(x, self.patch))
+                x = act(Norm(self.norm, name="patchnorm")(x))
+            for i in range(first, stages):
+                x = Conv(depths[i], self.kernel, 2 if self.strided else 1, self.conv, self.dtype,
                          name=f"conv{i}")(x)
                 if not self.strided:
                     x = nn.max_pool(x, (2, 2), (2, 2))
@@ -406,7 +419,7 @@ class Decoder(nn.Module):
     units: int = 256
     sigmoid: bool = True
     minres: int = 4
-    outer_patch: bool = False
+    patch: int = 1
     norm: str = "rms"
     act: str = "silu"
     dtype: Any = f32
@@ -434,13 +447,14 @@ class Decoder(nn.Module):
                              kernel_init=weight_init(), name="space")(feat.astype(self.dtype))
             x = x.reshape(-1, lh, lw, depths[-1])
             x = act(Norm(self.norm, name="spacenorm")(x))
-            for i in reversed(range(stages - 1)):
+            last = max(patch_stages(self.patch, stages, "agent.dec.patch"), 1)
+            for i in reversed(range(last - 1, stages - 1)):
                 x = Upsample(depths[i], self.kernel, self.strided, self.dtype, name=f"up{i}")(x)
                 x = act(Norm(self.norm, name=f"up{i}norm")(x))
-            if stages and self.outer_patch:  # each low-res pixel predicts its 2x2 output patch
-                x = nn.Dense(4 * sum(channels), dtype=self.dtype, param_dtype=f32,
-                             kernel_init=weight_init(), name="upout")(x)
-                x = depth_to_space(x, 2)
+            if self.patch > 1:  # each position at 1/patch resolution predicts its patch's pixels
+                x = nn.Dense(self.patch ** 2 * sum(channels), dtype=self.dtype, param_dtype=f32,
+                             kernel_init=weight_init(), name="patch")(x)
+                x = depth_to_space(x, self.patch)
             elif stages:
                 x = Upsample(sum(channels), self.kernel, self.strided, self.dtype, name="upout")(x)
             else:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from dreamer_live.agent import dists, rssm as rssmlib
-from dreamer_live.agent.nets import Decoder, Encoder, Head, cnn_depths, cnn_stages
+from dreamer_live.agent.nets import Decoder, Encoder, Head, cnn_depths, cnn_stages, patch_stages
 from dreamer_live import steps
 from dreamer_live.errors import UserError
 
@@ -37,15 +37,18 @@ class WorldModel:
         common = dict(norm=cfg.norm, act=cfg.act, dtype=dtype)
         e, d, r = cfg.enc, cfg.dec, cfg.rssm
         self.enc = Encoder(self.image_keys, self.vector_keys, e.depth, tuple(e.mults), e.kernel,
-                           e.strided, e.layers, e.units, e.symlog, e.minres, e.outer_patch,
+                           e.strided, e.layers, e.units, e.symlog, e.minres, e.patch,
                            e.conv, **common)
         self.rssm = rssmlib.RSSM(r.deter, r.hidden, r.stoch, r.classes, r.blocks, r.unimix,
                                  r.imglayers, r.obslayers, r.dynlayers, r.absolute, **common)
         shapes = {k: tuple(obs_space[k].shape) for k in self.image_keys + self.vector_keys}
-        if self.image_keys and d.bspace:
-            stages = cnn_stages(shapes[self.image_keys[0]][:2], d.minres)
+        if self.image_keys:  # bad image layouts fail here with one line, not inside a trace
+            size = shapes[self.image_keys[0]][:2]
+            patch_stages(e.patch, cnn_stages(size, e.minres))
+            stages = cnn_stages(size, d.minres)
+            patch_stages(d.patch, stages, "agent.dec.patch")
             channels = cnn_depths(d.depth, tuple(d.mults), stages)[-1] if stages else d.bspace
-            if r.deter % d.bspace or channels % d.bspace:
+            if d.bspace and (r.deter % d.bspace or channels % d.bspace):
                 raise UserError(
                     f"agent.dec.bspace {d.bspace} must divide agent.rssm.deter ({r.deter}) and the "
                     f"decoder's low-res depth ({channels}: agent.dec.depth x the multiplier of "
@@ -53,7 +56,7 @@ class WorldModel:
         self.dec = Decoder(tuple((k, shapes[k]) for k in self.image_keys),
                            tuple((k, shapes[k]) for k in self.vector_keys), r.deter, d.bspace,
                            d.depth, tuple(d.mults), d.kernel, d.strided, d.layers, d.units,
-                           d.sigmoid, d.minres, d.outer_patch, **common)
+                           d.sigmoid, d.minres, d.patch, **common)
         h = cfg.reward_head
         self.rew = Head(h.layers, h.units, h.bins, h.outscale, **common)
         h = cfg.cont_head
