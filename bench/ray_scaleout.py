@@ -1,10 +1,11 @@
 """Many actors, one learner: the Ray transport against the file transport, 1, 2 and 4 actors.
 
     .venv/bin/python bench/ray_scaleout.py --seconds 40 --actors 1 2 4 [--transports file ray] [--out DIR]
+    .venv/bin/python bench/ray_scaleout.py --smoke      # 1 actor, 3 s per transport, debug preset
 
 Each condition runs the real processes on this machine, 64x64 RGB frames of the real-time built-in
 Catcher at 15 Hz (`--configs catcher --env.obs image --env.size '[64, 64]' --env.grayscale false`, the
-demo's agent; chunks flushed every --chunk-seconds):
+demo's agent, or --configs; chunks flushed every --chunk-seconds):
   file  N `python -m dreamer_live.actor --actor.id k` processes writing DIR/replay, and
         `python -m dreamer_live.learner` reading it
   ray   `python -m dreamer_live.run --ray.address local --ray.actors N`: a private Ray cluster, the
@@ -49,13 +50,14 @@ sys.path.insert(0, str(ROOT / "tests"))  # procfs: /proc readings
 
 from cadence import load_avg, read_ticks, stop, tick_stats  # noqa: E402
 from procfs import descendants, stat_fields  # noqa: E402
+from smoke import add_smoke, smoke_dir  # noqa: E402
 
 from dreamer_live.metrics import read_lines  # noqa: E402
 from dreamer_live.replay.chunk import list_chunks, load_chunk  # noqa: E402
 
 HZ = 15.0
 TICK = os.sysconf("SC_CLK_TCK")
-GAME = ["--configs", "catcher", "--env.obs", "image", "--env.size", "[64, 64]",
+GAME = ["--env.obs", "image", "--env.size", "[64, 64]",
         "--env.grayscale", "false", "--actor.hz", str(HZ), "--run.quiet", "true",
         "--run.prefill", "1000000000", "--run.video_every", "0"]
 
@@ -100,11 +102,12 @@ def start(cmd: list[str], log: pathlib.Path) -> subprocess.Popen:
                                                       JAX_PLATFORMS="cpu"))
 
 
-def run_condition(transport: str, n: int, seconds: float, chunk_s: float, logdir: pathlib.Path) -> dict:
+def run_condition(transport: str, n: int, seconds: float, chunk_s: float, logdir: pathlib.Path,
+                  presets: list[str]) -> dict:
     """One condition; its figures."""
     shutil.rmtree(logdir, ignore_errors=True)
     logdir.mkdir(parents=True)
-    common = ["--logdir", str(logdir), *GAME, "--replay.chunk_seconds", str(chunk_s)]
+    common = ["--logdir", str(logdir), "--configs", *presets, *GAME, "--replay.chunk_seconds", str(chunk_s)]
     procs: list[tuple[subprocess.Popen, pathlib.Path]] = []
     load_before = load_avg()
     try:
@@ -230,13 +233,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="replay.chunk_seconds: an actor's chunk is flushed at least this often")
     p.add_argument("--out", type=pathlib.Path, default=ROOT / "logdir" / "bench_ray_scaleout")
     p.add_argument("--json", type=pathlib.Path, help="also write the rows here")
+    p.add_argument("--configs", nargs="+", default=["catcher"], help="presets (default catcher)")
+    add_smoke(p)
     args = p.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.actors, args.chunk_seconds = 3.0, [1], 1.0
+        args.configs, args.out = [*args.configs, "debug"], smoke_dir("ray_scaleout")
     rows = []
     for n in args.actors:
         for transport in args.transports:  # side by side at each actor count
             print(f"{transport}, {n} actor(s): {args.seconds:g} s ...", flush=True)
             row = run_condition(transport, n, args.seconds, args.chunk_seconds,
-                                args.out / f"{transport}{n}")
+                                args.out / f"{transport}{n}", args.configs)
             print(json.dumps(row), flush=True)
             rows.append(row)
     print()
@@ -247,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     print(comparison(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    failed = [f"{r['transport']}{r['actors']}" for r in rows if any(r["codes"])]
+    if failed:
+        print(f"processes exited with an error status in: {', '.join(failed)} (codes in the rows above)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
