@@ -2,6 +2,7 @@
 
     python bench/supertux_run.py [--minutes 60] [--player-minutes 10] [--phases ...] [-- run.py arguments]
     python bench/supertux_run.py --summarize DIR
+    python bench/supertux_run.py --smoke      # scripted 12 s, then demos 30 s, debug preset
 
 Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
   scripted     a player that holds right and jumps (SCRIPT, 15 actions per second), recorded through
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # live_fixtures.start_xvfb: the tests' private X display
 sys.path.insert(0, str(REPO / "bench"))
 from cadence import stop  # noqa: E402
+from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
 from dreamer_live.plot import Run  # noqa: E402
@@ -225,14 +227,21 @@ def main() -> int:
     p.add_argument("--level", default=LEVEL, help="the level file SuperTux starts")
     p.add_argument("--logdir", type=pathlib.Path, default=None)
     p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
+    add_smoke(p)
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
     args = p.parse_args()
     if args.summarize:
         summarize(args.summarize)
         return 0
+    if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
+        args.minutes, args.player_minutes, args.phases = 0.5, 0.2, ["scripted", "demos"]
+        args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("supertux_run")
     if not shutil.which("Xvfb") or not os.path.exists(configlib.read_yaml(
             REPO / "configs/games/supertux.yaml")["launch"]["command"][0]):
-        raise SystemExit("needs Xvfb and SuperTux (apt-get install xvfb supertux)")
+        missing = "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
+        if args.smoke:
+            return skip("supertux_run", missing)
+        raise SystemExit(missing)
     logdir = args.logdir or REPO / "logdir" / f"bench-supertux-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
     for phase in args.phases:
