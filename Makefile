@@ -1,11 +1,11 @@
-# `make run` and `make test` do all set-up on a fresh machine.
+# `make run`, `make test` and `make bench-smoke` do all set-up on a fresh machine.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test clean
+.PHONY: run test bench-smoke clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ run: $(STAMP_RUN)
 
 test: $(STAMP_TEST)
 	$(PY) -m pytest -q $(ARGS)
+
+# Every benchmark's --smoke mode, one at a time (bench/smoke.py; ARGS: bench names, --timeout, --verbose).
+bench-smoke: $(STAMP_TEST)
+	$(PY) bench/smoke.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

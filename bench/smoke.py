@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     names = benches()
     p = argparse.ArgumentParser(prog="bench/smoke.py", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+                                epilog="\n\n".join(__doc__.split("\n\n")[2:]))
     p.add_argument("names", nargs="*", metavar="NAME", help=f"benches to run (default all: {' '.join(names)})")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per bench (default 300)")
     p.add_argument("--verbose", action="store_true", help="show every bench's output as it runs")
