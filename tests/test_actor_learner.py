@@ -293,3 +293,55 @@ def test_run_starts_both_and_forwards_sigterm(tmp_path):
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
     assert list((logdir / "checkpoint").glob("state_*.msgpack"))
     assert "run: done" in text
+
+
+def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(tmp_path):
+    """`rm -rf DIR/replay` while both play and train: the actor's next chunk makes the folder and its
+    spaces.json again, and every step not in a deleted chunk is kept; the learner says so in one
+    line and trains on (its count of steps written never falls)."""
+    import re
+    import shutil
+
+    logdir = tmp_path / "run"
+    replay, gone = logdir / "replay", tmp_path / "gone"
+    actor = start("dreamer_live.actor", logdir, "--actor.duration", "300",
+                  "--replay.chunk_seconds", "0.5")
+    learner = start("dreamer_live.learner", logdir, "--run.train_ratio", "8")  # soon at the ratio
+    procs = [actor, learner]
+    try:
+        # at the train ratio: a count of steps written that fell would stop its updates
+        wait_for("the learner training up to the train ratio", lambda: [
+            r for r in lines(logdir, "learner", key="learner/ratio_wait_frac")
+            if r["step"] and r["learner/ratio_wait_frac"] > 0], 120, procs)
+        before = lines(logdir, "learner", key="replay/steps")[-1]
+        replay.rename(gone)  # as `rm -rf` ends: the folder is gone at once, whole
+        deleted = time.time()
+        wait_for("the folder made again with spaces.json and new chunks",
+                 lambda: (replay / spaces.FILE).exists() and len(list_chunks(replay)) >= 2, 30, procs)
+        back = time.time()
+        # a line from after the learner's next refresh (1 s) has seen the new folder
+        wait_for("the learner updating on", lambda: [
+            r for r in lines(logdir, "learner", since=back + 1.5, key="replay/steps")
+            if r["step"] >= before["step"] + 5], 60, procs)
+        after = lines(logdir, "learner", since=deleted, key="replay/steps")
+        assert stop(actor) == 0 and stop(learner) == 0
+        said = {"actor": output(actor), "learner": output(learner)}
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.out.close()
+    assert (replay / spaces.FILE).read_text() == (gone / spaces.FILE).read_text()
+    assert all(r["replay/steps"] >= before["replay/steps"] for r in after)  # no stall at the ratio
+    old, new = list_chunks(gone).values(), list_chunks(replay).values()
+    shutil.rmtree(gone)
+    seqs = sorted(c.seq for c in new)
+    assert seqs == list(range(max(c.seq for c in old) + 1, seqs[-1] + 1))  # no gap after the deletion
+    played = int(re.search(r"actor 0: stopped \(SIGINT\) after (\d+) steps", said["actor"]).group(1))
+    assert sum(c.length for c in old) + sum(c.length for c in new) == played  # every step kept
+    assert len(re.findall(rf"replay: {re.escape(str(replay))} was gone; making it again with "
+                          r"spaces.json, writing on from chunk ", said["actor"])) == 1, said["actor"]
+    assert len(re.findall(rf"replay: {re.escape(str(replay))} (shrank|is gone): \d+ chunks \(\d+ steps\) "
+                          r"loaded from it are no longer on disk; training goes on with the \d+ steps "
+                          r"held in memory and new chunks", said["learner"])) == 1, said["learner"]

@@ -11,6 +11,10 @@ deflate's ratio, holding NaN or infinity, or with other keys, shapes or dtypes t
 is a given spec, else what the actor's spaces.json in the folder says, else (a replay without one) the
 majority of the first load. With readonly=True it moves nothing and only reports. Every bad chunk is
 logged once with its name and reason (logger "dreamer_live.replay").
+
+Chunks held in memory whose files are gone (the folder deleted or pruned during a run) stay in memory,
+said once in one line; steps_written() counts every chunk file the folder has held, so the train ratio
+never falls when the folder shrinks.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ class Reader:
             k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
         self._known: set[str] = set()  # every name handled: loaded, skipped, dropped or bad
         self._unreadable: set[str] = set()  # names whose read failed with an OSError (retried)
+        self._counted: dict[str, int] = {}  # every chunk file seen in the folder: its steps
+        self._written = 0  # their sum (gone ones included)
+        self._missing: set[str] = set()  # held chunks whose files are gone (said once)
         self._stored: collections.deque[StoredChunk] = collections.deque()  # arrival order
         self._arrived = 0  # steps loaded so far (positions for the recency mix)
         self._held = 0  # steps in _stored
@@ -94,8 +101,10 @@ class Reader:
         """Load chunk files that appeared since the last call; return the number of new steps."""
         with self._refresh_lock:
             self._spec_from_spaces()
-            new = sorted((fields, name)
-                         for name, fields in list_chunks(self.directory, self._known).items())
+            present = list_chunks(self.directory)
+            self._count(present)
+            self._notice_gone(present)
+            new = sorted((fields, name) for name, fields in present.items() if name not in self._known)
             if not new:
                 return 0
             # Newest first, only as many as fit in capacity (older ones would be dropped at once);
@@ -132,6 +141,17 @@ class Reader:
                 self._table = Table(list(self._stored), self._arrived)
                 self._changed.set()
             return added
+
+    def _notice_gone(self, present: dict) -> None:
+        """Say in one line when chunks held in memory are gone from the folder (they stay in memory)."""
+        gone = [c for c in self._stored if c.name not in present and c.name not in self._missing]
+        if not gone:
+            return
+        self._missing.update(c.name for c in gone)
+        how = "shrank" if self.directory.is_dir() else "is gone"
+        log.warning("replay: %s %s: %d chunks (%d steps) loaded from it are no longer on disk; "
+                    "training goes on with the %d steps held in memory and new chunks",
+                    self.directory, how, len(gone), sum(c.length for c in gone), self._held)
 
     def _spec_from_spaces(self) -> None:
         """Take the expected keys, shapes and dtypes from the actor's spaces.json once it is there."""
@@ -182,6 +202,7 @@ class Reader:
 
     def _reject(self, path: pathlib.Path, reason: str) -> None:
         self.corrupt.append(path.name)
+        self._written -= self._counted.pop(path.name, 0)  # a bad chunk's steps are not counted
         if self.readonly:
             log.warning("replay: skipped bad chunk %s (%s); read-only, left in place", path, reason)
             return
@@ -196,9 +217,18 @@ class Reader:
             log.warning("replay: skipped bad chunk %s (%s); could not move it: %s", path, reason, e)
 
     def steps_written(self) -> int:
-        """Env steps in the folder's chunk files in all (from their names): what the actors have
-        written, beyond what capacity holds in memory."""
-        return sum(fields.length for fields in list_chunks(self.directory).values())
+        """Env steps in the chunk files the folder has held in all (from their names; bad ones moved
+        aside left out, deleted ones kept): what the actors have written, beyond what capacity holds
+        in memory."""
+        with self._refresh_lock:
+            self._count(list_chunks(self.directory, self._counted.keys()))
+            return self._written
+
+    def _count(self, listed: dict[str, ChunkName]) -> None:
+        for name, fields in listed.items():
+            if name not in self._counted:
+                self._counted[name] = fields.length
+                self._written += fields.length
 
     # ---- sampling ----------------------------------------------------------------------------
 

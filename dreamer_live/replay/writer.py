@@ -11,6 +11,10 @@ A chunk the disk refuses (full, or a share that went away) is held in memory and
 RETRY_S, oldest first, together with every later chunk; `held()` says so for the actor's status line.
 Only when the oldest has waited `hold_s` does add() raise, and close() makes one last try and names
 the steps it could not write.
+
+A folder deleted during a run is made again by the next chunk write, with the files it held beside the
+chunks when the Writer started (spaces.json: the actor saves it before making its sink), said in one
+line; every chunk not yet written when it went is kept.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import time
 
 import numpy as np
 
-from dreamer_live.atomic import is_temporary
+from dreamer_live import spaces as spaceslib
+from dreamer_live.atomic import is_temporary, write_atomic
 from dreamer_live.errors import UserError
 from dreamer_live.replay.chunk import (ALLOWED_KINDS, WRITER_ID_RE, ChunkName, timestamp,
                                       write_chunk)
@@ -34,6 +39,7 @@ from dreamer_live.replay.chunk import (ALLOWED_KINDS, WRITER_ID_RE, ChunkName, t
 log = logging.getLogger("dreamer_live.replay")
 STALE_TEMP_S = 3600.0  # temporary chunk files older than this are leftovers of a killed writer
 RETRY_S = 1.0  # chunks held after a failed write are tried again this often
+BESIDE = (spaceslib.FILE,)  # files a replay folder holds beside its chunks (the learner needs them)
 _STOP = object()
 
 
@@ -70,6 +76,8 @@ class Writer:
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
         self._closed = False
+        self._beside = _read_beside(self.directory)  # written again if the folder loses them
+        self._said_gone = False
         _remove_stale_temporaries(self.directory)
         self._thread = threading.Thread(target=self._run, name=f"replay-writer-{self.stream}",
                                         daemon=True)
@@ -202,6 +210,7 @@ class Writer:
         while self._held and self._error is None:
             name, arrays = self._held[0]
             try:
+                self._restore_folder()
                 write_chunk(self.directory / name, arrays)
             except OSError as e:  # disk full, share gone, permissions: hold and retry
                 now = time.monotonic()
@@ -218,8 +227,32 @@ class Writer:
             self._held.popleft()
             self._held_steps -= len(next(iter(arrays.values())))
             self.chunks_written += 1
+            self._said_gone = False
         if not self._held:
             self._held_since, self._problem, self._gave_up = None, "", False
+
+    def _restore_folder(self) -> None:
+        """Write the files beside the chunks again where they are gone (write_atomic makes the folder
+        of a deleted replay, and so does the chunk write after); say when the folder was gone."""
+        if not self.directory.is_dir() and not self._said_gone:
+            self._said_gone = True  # once until a chunk is written (a share gone: retried each second)
+            log.warning("replay: %s was gone; making it again%s, writing on from chunk %s",
+                        self.directory, f" with {', '.join(self._beside)}" if self._beside else "",
+                        self._held[0][0])
+        for name, data in self._beside.items():
+            if not (self.directory / name).exists():
+                write_atomic(self.directory / name, data)
+
+
+def _read_beside(directory: pathlib.Path) -> dict[str, bytes]:
+    """The BESIDE files in `directory` now, by name (those missing left out)."""
+    found = {}
+    for name in BESIDE:
+        try:
+            found[name] = (directory / name).read_bytes()
+        except OSError:
+            pass
+    return found
 
 
 def _remove_stale_temporaries(directory: pathlib.Path) -> None:
