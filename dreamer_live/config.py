@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -277,13 +278,55 @@ def defaults() -> Config:
     return Config(read_yaml(CONFIG_DIR / "defaults.yaml"))
 
 
+def _kind(value: Any) -> str:
+    """How a YAML value reads to a person: 'a list', '5', 'nothing'."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return repr(value)
+
+
+def _check_sections(tree: Mapping, sections: Mapping, prefix: str = "") -> None:
+    """Raise a UserError naming the first key that holds a value where `sections` has a mapping."""
+    for key, value in tree.items():
+        name, shape = f"{prefix}{key}", sections.get(key) if isinstance(key, str) else None
+        if not isinstance(shape, Mapping) or not shape or name in FREE_FORM:
+            continue
+        if not isinstance(value, Mapping):
+            raise UserError(f"'{name}' must be a mapping of keys, got {_kind(value)}")
+        _check_sections(value, shape, name + ".")
+
+
+@contextlib.contextmanager
+def _naming(path: str | pathlib.Path) -> Iterator[None]:
+    """Within this block a UserError is raised again with `path: ` before its message."""
+    try:
+        yield
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+
+
+def read_config_file(path: str | pathlib.Path) -> dict:
+    """A logdir's config.yaml or a preset file, its sections checked (_check_sections); errors name it."""
+    data = read_yaml(path)
+    if data is None:
+        return {}
+    with _naming(path):
+        if not isinstance(data, Mapping):
+            raise UserError(f"expected a mapping of config sections, got {_kind(data)}")
+        _check_sections(data, defaults().to_dict())
+    return dict(data)
+
+
 def saved(path: str | pathlib.Path) -> Config:
     """A logdir's config.yaml over the defaults, without RETIRED keys and with RENAMED ones renamed."""
-    flat = flatten(read_yaml(path) or {})
+    flat = flatten(read_config_file(path))
     for old, (new, value) in RENAMED.items():
         if old in flat:
             flat[new] = value(flat.pop(old))
-    return defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
+    with _naming(path):
+        return defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
 
 
 def presets() -> dict[str, dict]:
@@ -291,20 +334,27 @@ def presets() -> dict[str, dict]:
     return dict(read_yaml(CONFIG_DIR / "presets.yaml") or {})
 
 
-def _preset(name: str, table: Mapping[str, dict], within: tuple[str, ...] = ()) -> list[Mapping]:
-    """The preset's body, after the bodies of the presets its `base:` list names (recursively)."""
+def _preset(name: str, table: Mapping[str, dict],
+            within: tuple[str, ...] = ()) -> list[tuple[str, Mapping]]:
+    """(where, body) of the preset, after those of the presets its `base:` list names (recursively);
+    `where` is the file for a preset file, else ''."""
     if name in within:
         raise UserError(f"preset '{name}' is its own base ({' -> '.join(within + (name,))})")
+    where = ""
     if name in table:
         body = dict(table[name] or {})
     elif name.endswith((".yaml", ".yml")):
-        body = dict(read_yaml(name) or {})
+        body, where = read_config_file(name), name
     else:
         raise UserError(f"unknown preset '{name}'{did_you_mean(name, table, cutoff=0.0)}; "
                         f"presets: {', '.join(table)}")
     bases = body.pop("base", None) or []
     bases = [bases] if isinstance(bases, str) else bases
-    return [part for base in bases for part in _preset(base, table, within + (name,))] + [body]
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        with _naming(where or f"preset '{name}'"):
+            raise UserError(f"'base' must be a preset name or a list of them, got {_kind(bases)}")
+    parts = [part for base in bases for part in _preset(base, table, within + (name,))]
+    return parts + [(where, body)]
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:
@@ -334,8 +384,9 @@ def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any
     config = base if base is not None else defaults()
     table = presets() if names else {}
     for name in names:
-        for body in _preset(name, table):
-            config = config.update(body)
+        for where, body in _preset(name, table):
+            with _naming(where) if where else contextlib.nullcontext():
+                config = config.update(body)
     config = config.update(overrides or {})
     check_values(config)
     return config

@@ -195,3 +195,30 @@ def test_ray_address_not_an_address_is_one_line(tmp_path):
                      "--ray.address", "nowhere")
     assert result.returncode == 2
     assert_one_line_error(result, r"ray\.address 'nowhere' is none of local .*, auto .* or HOST:PORT")
+
+
+WRONG_SHAPES = [  # issue 33: a traceback, or an unknown key without the file, before
+    ("- debug\n- catcher\n", r"expected a mapping of config sections, got a list"),
+    ("agent: 5\n", r"'agent' must be a mapping of keys, got 5"),
+    ("agent:\n  enc: [4, 4]\n", r"'agent\.enc' must be a mapping of keys, got a list"),
+    ("env:\n  name: dreamer_live/Catcher-v0\n  sizee: 4\n",
+     r"unknown config key 'env\.sizee' \(did you mean 'env\.size'\?\)"),
+]
+
+
+@pytest.mark.parametrize("text, message", WRONG_SHAPES, ids=["list", "scalar", "nested", "typo"])
+@pytest.mark.parametrize("where", ["logdir", "preset"])
+def test_wrong_shaped_config_file_is_one_line_naming_it(tmp_path, where, text, message):
+    """A logdir's config.yaml on restart, and a preset file named with --configs, are read by one
+    reader: a wrong shape is one line naming the file and the key, exit status 2."""
+    if where == "logdir":
+        path = tmp_path / "run" / "config.yaml"
+        path.parent.mkdir()
+        args = ["--logdir", path.parent]
+    else:
+        path = tmp_path / "mine.yaml"
+        args = ["--logdir", tmp_path / "run", "--configs", "debug", path]
+    path.write_text(text)
+    result = command("dreamer_live.learner", *args)
+    assert_one_line_error(result, r"^learner: error: " + re.escape(str(path)) + ": " + message)
+    assert result.returncode == 2
