@@ -1,7 +1,7 @@
 """Does the game keep getting inputs while the agent learns? Tick cadence of the actor under six conditions.
 
     .venv/bin/python bench/cadence.py --seconds 120 --rates 15 60 [--preset catcher] [--out DIR]
-    .venv/bin/python bench/cadence.py --smoke      # 5 s of alone, learner and sync at 60 Hz, debug preset
+    .venv/bin/python bench/cadence.py --smoke      # 3 s of alone, learner and sync at 60 Hz, debug preset
 
 For each tick rate, the actor (python -m dreamer_live.actor, a real process) plays the real-time built-in
 game for --seconds under:
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     add_smoke(p)
     args = p.parse_args(argv)
     if args.smoke:  # one condition of each kind (the learner ones differ only in flags)
-        args.seconds, args.rates, args.conditions = 5.0, [60.0], ["alone", "learner", "sync"]
+        args.seconds, args.rates, args.conditions = 3.0, [60.0], ["alone", "learner", "sync"]
         args.preset, args.out = [*args.preset, "debug"], smoke_dir("cadence")
     release_s = release_after()
     if not args.analyse:

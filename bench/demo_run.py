@@ -2,7 +2,7 @@
 
     python bench/demo_run.py --minutes 20 [--logdir DIR] [-- extra run.py arguments]
     python bench/demo_run.py --summarize DIR          # figures of an existing run
-    python bench/demo_run.py --smoke                  # 24 s of the debug preset, 2 scripted episodes
+    python bench/demo_run.py --smoke                  # 18 s of the debug preset, 2 scripted episodes
 
 Prints the actor's tick rate and lateness, the learner's updates/s and train ratio, and the episode
 return over time: the mean of the first 10 episodes against the last 10 (a ratio is meaningless for
@@ -135,7 +135,7 @@ def main() -> int:
         return 0
     rest = [a for a in args.rest if a != "--"]
     if args.smoke:  # presets given after -- still win
-        args.minutes, args.player_episodes = 0.4, 2
+        args.minutes, args.player_episodes = 0.3, 2
         args.logdir, rest = smoke_dir("demo_run") / "run", ["--configs", "catcher", "debug", *rest]
     logdir = args.logdir or REPO / "logdir" / f"bench-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = [sys.executable, "-m", "dreamer_live.run", "--logdir", str(logdir),

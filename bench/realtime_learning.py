@@ -1,7 +1,7 @@
 """Decoupled dreamer_live against the same agent trained synchronously on the real-time Catcher, same clock.
 
     .venv/bin/python bench/realtime_learning.py --minutes 20 [--preset catcher] [--out DIR]
-    .venv/bin/python bench/realtime_learning.py --smoke      # 15 s per run, debug preset, collect 64
+    .venv/bin/python bench/realtime_learning.py --smoke      # 12 s per run, debug preset, collect 64
 
 Runs, one after the other (never side by side: they would share the CPU):
   decoupled  python -m dreamer_live.run --configs PRESET --actor.duration MINUTES*60: the actor plays at
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--analyse", action="store_true", help="only analyse runs already in --out")
     add_smoke(p)
     args = p.parse_args(argv)
-    if args.smoke:  # collect 64: the sync run trains within its 15 s
-        args.minutes, args.collect, args.preset = 0.25, 64, [*args.preset, "debug"]
+    if args.smoke:  # collect 64: the sync run trains within its 12 s
+        args.minutes, args.collect, args.preset = 0.2, 64, [*args.preset, "debug"]
         args.out = smoke_dir("realtime_learning")
     from dreamer_live import config as configlib
 

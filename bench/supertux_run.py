@@ -2,7 +2,7 @@
 
     python bench/supertux_run.py [--minutes 60] [--player-minutes 10] [--phases ...] [-- run.py arguments]
     python bench/supertux_run.py --summarize DIR
-    python bench/supertux_run.py --smoke      # scripted 12 s, then demos 30 s, debug preset
+    python bench/supertux_run.py --smoke      # scripted 12 s, then demos 24 s, debug preset
 
 Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
   scripted     a player that holds right and jumps (SCRIPT, 15 actions per second), recorded through
@@ -234,7 +234,7 @@ def main() -> int:
         summarize(args.summarize)
         return 0
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
-        args.minutes, args.player_minutes, args.phases = 0.5, 0.2, ["scripted", "demos"]
+        args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
         args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("supertux_run")
     if not shutil.which("Xvfb") or not os.path.exists(configlib.read_yaml(
             REPO / "configs/games/supertux.yaml")["launch"]["command"][0]):
