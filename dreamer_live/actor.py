@@ -113,8 +113,8 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
         loop.run_until_stopped(stop)
         limit = "step limit" if cfg.steps and loop.steps >= cfg.steps else "time limit"
         summary.append(f"\nactor {cfg.id}: stopped ({stop.reason or limit}) after {loop.steps} steps, "
-                       f"{loop.episodes} episodes, {loop.pacer.late} late ticks; replay flushed to "
-                       f"{logdir / 'replay'}")
+                       f"{loop.episodes} episodes, {loop.pacer.late} late ticks{loop.bad_obs_note()}; "
+                       f"replay flushed to {logdir / 'replay'}")
     return 0
 
 
@@ -157,6 +157,11 @@ class TickLoop:
         from dreamer_live.envs import tick_hz
 
         self.cfg, self.env, self.core, self.source, self.sink = config.actor, env, core, source, sink
+        self.env_name = config.env.name
+        # What each stored observation key must hold (spaces.check_obs, before policy and replay).
+        self.obs_spec = spaceslib.obs_spec({k: env.obs_space[k] for k in replay_keys(env.obs_space)})
+        self.bad_obs = 0  # observations with NaN or infinity: never stored (see _bad_observation)
+        self.pending: dict | None = None  # the last step, stored once the next observation is checked
         self.logger, self.watch = logger, watch
         self.compiles_at_start = self._compiles()
         self.log_every = config.run.log_every
@@ -184,6 +189,16 @@ class TickLoop:
 
     def run(self, stop: StopFlag) -> int:
         """Tick until a limit or `stop`; return the number of steps written."""
+        try:
+            played = self._play(stop)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the failure on its way out is the one to report
+                self._store(None)
+            raise
+        self._store(None)
+        return played
+
+    def _play(self, stop: StopFlag) -> int:
         cfg, env = self.cfg, self.env
         need_reset = True
         began = time.monotonic()
@@ -208,22 +223,13 @@ class TickLoop:
                 self.logger.write(self.steps, {"actor/reset_s": reset_s})
             else:
                 obs = env.observe()
-            loaded = self.source.current
-            version, swapped = loaded.version, loaded.version != self.version
-            if swapped:
-                self.core.update(loaded.params)
-            action = self.core.select_action(obs)
-            if version == 0 and cfg.random_until_params:
-                action = random_action(env.act_space, self.rng)
-            is_last = bool(obs["is_last"])
-            if not is_last:
-                env.act(action)
-            self.sink.add(self.core.replay_step(obs, action, tick_time, late_ms))
-            self.steps += 1
-            need_reset = is_last
-            work_ms = (time.perf_counter() - work_start) * 1000
-            self._account(self.steps, obs, late_ms, work_ms, version, swapped)
-            window_ticks += 1
+            bad = spaceslib.check_obs(obs, self.obs_spec)  # another shape or dtype raises
+            if bad:
+                self._bad_observation(bad, 0 if need_reset else self.ep_length + 1)
+                need_reset = True
+            else:
+                need_reset = self._step(obs, tick_time, late_ms, work_start)
+                window_ticks += 1
             now = time.monotonic()
             if now - window_start >= self.log_every:
                 self._log(self.steps, window_ticks / max(1e-9, now - window_start - window_reset_s))
@@ -232,6 +238,55 @@ class TickLoop:
             played = time.monotonic() - window_start - window_reset_s
             self._log(self.steps, window_ticks / max(1e-9, played))
         return self.steps
+
+    def _step(self, obs: dict, tick_time: float, late_ms: float, work_start: float) -> bool:
+        """Act on a checked observation and store the step; return whether it ended the episode."""
+        loaded = self.source.current
+        version, swapped = loaded.version, loaded.version != self.version
+        if swapped:
+            self.core.update(loaded.params)
+        action = self.core.select_action(obs)
+        if version == 0 and self.cfg.random_until_params:
+            action = random_action(self.env.act_space, self.rng)
+        is_last = bool(obs["is_last"])
+        if not is_last:
+            self.env.act(action)
+        self._store(self.core.replay_step(obs, action, tick_time, late_ms))
+        self.steps += 1
+        work_ms = (time.perf_counter() - work_start) * 1000
+        self._account(self.steps, obs, late_ms, work_ms, version, swapped)
+        return is_last
+
+    def _store(self, step: dict | None) -> None:
+        """Hand the step before `step` to the replay sink and hold `step` until the next observation
+        has been checked (a bad one makes `step` its episode's last); an episode's last step, and the
+        held one at the end (`step` None), go at once."""
+        held, self.pending = self.pending, step
+        if held is not None:
+            self.sink.add(held)
+        if step is not None and step["is_last"]:
+            self.pending = None
+            self.sink.add(step)
+
+    def _bad_observation(self, why: str, at: int) -> None:
+        """An observation with NaN or infinity (`why`) at step `at` of its episode reaches neither the
+        policy nor replay: the episode ends at the step before it, which is stored marked is_last (not
+        is_terminal: a truncation, as at a time limit, so training neither bootstraps across the cut
+        nor learns a death), and the env is reset. The first is said in one line, the rest counted."""
+        self.bad_obs += 1
+        if self.bad_obs == 1:
+            self.logger.message(
+                f"actor {self.cfg.id}: env {self.env_name} gave a bad observation at step {at} of an "
+                f"episode ({why}); the episode ends at the step before it and the env is reset; bad "
+                "observations are never stored, counted in the status line (bad obs N)")
+        held, self.pending = self.pending, None
+        if held is not None:
+            self.sink.add({**held, "is_last": np.array(True)})
+            self._episode_end(self.steps, terminal=False)
+
+    def bad_obs_note(self) -> str:
+        """', N bad observations (not stored)' for a summary line, or '' when there were none."""
+        return f", {self.bad_obs} bad observations (not stored)" if self.bad_obs else ""
 
     def _compiles(self) -> int:
         return self.watch.compiles if self.watch is not None else 0  # no watch: no policy (a person)
@@ -259,14 +314,17 @@ class TickLoop:
         if self.progress in obs:
             self.ep_furthest = max(self.ep_furthest, float(obs[self.progress]))
         if obs["is_last"]:
-            self.episodes += 1
-            self.last_return = self.ep_return
-            metrics = {"episode/return": self.ep_return, "episode/length": self.ep_length,
-                       "episode/terminal": float(obs["is_terminal"])}
-            if self.progress in obs:
-                metrics[f"episode/furthest_{self.progress[len(LOG_PREFIX):]}"] = self.ep_furthest
-            self.logger.write(steps, metrics)
-            self.ep_return, self.ep_length, self.ep_furthest = 0.0, 0, -math.inf
+            self._episode_end(steps, bool(obs["is_terminal"]))
+
+    def _episode_end(self, steps: int, terminal: bool) -> None:
+        self.episodes += 1
+        self.last_return = self.ep_return
+        metrics = {"episode/return": self.ep_return, "episode/length": self.ep_length,
+                   "episode/terminal": float(terminal)}
+        if self.ep_furthest > -math.inf:  # the env reports env.progress_key
+            metrics[f"episode/furthest_{self.progress[len(LOG_PREFIX):]}"] = self.ep_furthest
+        self.logger.write(steps, metrics)
+        self.ep_return, self.ep_length, self.ep_furthest = 0.0, 0, -math.inf
 
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.source.lag()
@@ -284,6 +342,7 @@ class TickLoop:
             "actor/policy_lag_s": lag_s, "actor/episodes": self.episodes,
             "actor/learner_silent_s": float("nan") if silence is None else silence,
             "actor/compiles_after_warmup": self._compiles() - self.compiles_at_start,
+            "actor/bad_obs": self.bad_obs,
         }
         metrics.update({f"env/{k}": v for k, v in self.env.metrics().items()})
         metrics.update(self.sink.metrics())
@@ -301,6 +360,7 @@ class TickLoop:
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
             + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else "")
+            + (f" | bad obs {self.bad_obs}" if self.bad_obs else "")
             + (f" | {held}" if held else ""), alert=alert)
         self.lateness.reset()
         self.work.reset()

@@ -51,11 +51,55 @@ def action_dim(act_space: gymnasium.spaces.Space) -> int:
     raise ValueError(f"unsupported action space {act_space}")
 
 
+def obs_spec(obs_space: dict) -> dict:
+    """What each observation key holds per step: key -> (shape, dtype), from its space."""
+    return {key: (tuple(space.shape), np.dtype(space.dtype)) for key, space in obs_space.items()}
+
+
 def replay_spec(obs_space: dict, act_space: gymnasium.spaces.Space) -> dict:
     """What every step in the actor's replay holds: key -> (per-step shape, dtype)."""
-    spec = {key: (tuple(space.shape), np.dtype(space.dtype)) for key, space in obs_space.items()}
+    spec = obs_spec(obs_space)
     spec[steps.ACTION] = ((action_dim(act_space),), np.dtype(np.float32))
     return {**spec, **{key: ((), dtype) for key, dtype in steps.TICK_DTYPES.items()}}
+
+
+# The rules a step's values must keep, one definition each: the actor checks every observation with
+# them (check_obs) before it reaches the policy or replay, and the learner every chunk it loads.
+def misfit(key: str, shape: tuple, dtype, want: tuple) -> str:
+    """'' when a per-step `shape` and `dtype` are `want` (a spec's (shape, dtype)), else why."""
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    if (shape, dtype) == (tuple(want[0]), np.dtype(want[1])):
+        return ""
+    return f"'{key}' is {shape} {dtype}, expected {tuple(want[0])} {np.dtype(want[1])}"
+
+
+def non_finite(key: str, array: np.ndarray) -> str:
+    """'' unless `array` holds floats that are NaN or infinite; else how many."""
+    if array.dtype.kind != "f" or np.isfinite(array).all():
+        return ""
+    count = int(np.count_nonzero(~np.isfinite(array)))
+    return f"'{key}' holds {count} non-finite values (NaN or infinity)"
+
+
+class ObservationError(ValueError):
+    """An observation whose keys, shapes or dtypes are not its declared space's: the env is broken."""
+
+
+def check_obs(obs: dict, spec: dict) -> str:
+    """'' when the observation's `spec` keys (obs_spec) hold finite values, else why not; a key
+    missing, or of another shape or dtype, raises ObservationError."""
+    for key, want in spec.items():
+        if key not in obs:
+            raise ObservationError(f"'{key}' is missing")
+        value = np.asarray(obs[key])
+        wrong = misfit(key, value.shape, value.dtype, want)
+        if wrong:
+            raise ObservationError(wrong)
+    for key in spec:
+        bad = non_finite(key, np.asarray(obs[key]))
+        if bad:
+            return bad
+    return ""
 
 
 def _check_sizes(obs: dict, act: gymnasium.spaces.Space) -> None:

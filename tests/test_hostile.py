@@ -623,3 +623,60 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
         seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
         assert seqs == list(range(len(seqs))) and len(seqs) >= 3  # nothing lost while held: no gap
+
+
+def misbehaving_actor(logdir: pathlib.Path, fault: str, at: int, *args):
+    """The actor on tests/misbehaving_envs.py's env (a user's gymnasium env, given as module:id),
+    whose step `at` of each episode and on has `fault`; run to the end."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), *QUIET,
+         "--env.name", "misbehaving_envs:Misbehaving-v0", "--env.obs", "vector",
+         "--env.kwargs.fault", fault, "--env.kwargs.at", str(at), "--actor.hz", "250", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+
+
+def stored_steps(replay: pathlib.Path) -> dict:
+    """Every chunk of a one-actor replay, each loaded as the learner loads it (its spec from
+    spaces.json: a chunk the learner would refuse fails here), concatenated in sequence order."""
+    from dreamer_live import spaces
+    from dreamer_live.replay.chunk import list_chunks, load_chunk, read_regular
+
+    spec = spaces.replay_spec(*spaces.load(replay))
+    chunks = sorted(list_chunks(replay).items(), key=lambda item: item[1].seq)
+    assert [c.seq for _, c in chunks] == list(range(len(chunks)))
+    loaded = [load_chunk(read_regular(replay / name), c.length, spec) for name, c in chunks]
+    return {key: np.concatenate([chunk[key] for chunk in loaded]) for key in spec}
+
+
+def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stored(tmp_path):
+    """An env whose observation holds NaN from step 50 of each episode: the actor says so in one
+    line, counts the rest, stores none of them, and ends each episode at step 49 (marked is_last, not
+    is_terminal); the learner's own check accepts every chunk. (Infinity, another shape or dtype:
+    test_spaces.)"""
+    import re
+
+    result = misbehaving_actor(tmp_path, "nan", 50, "--actor.steps", "320", "--run.quiet", "false")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = re.findall(r".*gave a bad observation.*", result.stdout)
+    assert said == [
+        "actor 0: env misbehaving_envs:Misbehaving-v0 gave a bad observation at step 50 of an "
+        "episode ('vector' holds 4 non-finite values (NaN or infinity)); the episode ends at the step "
+        "before it and the env is reset; bad observations are never stored, counted in the status "
+        "line (bad obs N)"], result.stdout
+    stopped = re.search(r"actor 0: stopped \(step limit\) after (\d+) steps, (\d+) episodes, \d+ late "
+                        r"ticks, (\d+) bad observations \(not stored\)", result.stdout)
+    assert stopped, result.stdout
+    played, episodes, bad = map(int, stopped.groups())
+    steps = stored_steps(tmp_path / "replay")
+    assert len(steps["is_first"]) == played == 320
+    assert all(np.isfinite(steps[k]).all() for k in steps if steps[k].dtype.kind == "f")
+    # episodes of 50 stored steps (the reset's observation and steps 1-49), each cut at its end
+    firsts, lasts = np.flatnonzero(steps["is_first"]), np.flatnonzero(steps["is_last"])
+    assert list(firsts) == list(range(0, 320, 50))
+    assert list(lasts) == list(range(49, 320, 50)) and not steps["is_terminal"].any()
+    assert bad == episodes == len(lasts) == 6
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["actor/bad_obs"] for m in metrics if "actor/bad_obs" in m][-1] == 6
+    assert re.search(r"actor 0 \| step \d+ \|.* \| bad obs \d+", result.stdout), result.stdout

@@ -28,6 +28,7 @@ import zipfile
 
 import numpy as np
 
+from dreamer_live import spaces
 from dreamer_live.atomic import atomic_path
 
 NAME_RE = re.compile(r"^(\d{8}T\d{6})-([A-Za-z0-9_]+)-(\d{6,})-(\d+)\.npz$")
@@ -91,9 +92,9 @@ def spec_mismatch(spec: Spec, expected: Spec) -> str | None:
     if set(spec) != set(expected):
         return f"keys {sorted(spec)} differ from the replay's {sorted(expected)}"
     for key, (shape, dtype) in spec.items():
-        if (shape, dtype) != expected[key]:
-            want = expected[key]
-            return f"'{key}' is {shape} {dtype}, expected {want[0]} {want[1]}"
+        wrong = spaces.misfit(key, shape, dtype, expected[key])
+        if wrong:
+            return wrong
     return None
 
 
@@ -150,15 +151,14 @@ def load_chunk(data: bytes, length: int, spec: Spec | None = None) -> dict[str, 
                     raise ChunkError(f"'{key}' has dtype {dtype}, not a plain numeric array")
                 if not shape or shape[0] != length:
                     raise ChunkError(f"'{key}' has shape {shape}, expected {length} steps")
-                if spec is not None and (shape[1:], dtype) != spec[key]:
-                    want = spec[key]
-                    raise ChunkError(
-                        f"'{key}' is {shape[1:]} {dtype}, expected {want[0]} {want[1]}")
+                wrong = spec is not None and spaces.misfit(key, shape[1:], dtype, spec[key])
+                if wrong:
+                    raise ChunkError(wrong)
                 with zf.open(member) as f:
                     arrays[key] = np.lib.format.read_array(f, allow_pickle=False)
-                if dtype.kind == "f" and not np.isfinite(arrays[key]).all():
-                    bad = int(np.count_nonzero(~np.isfinite(arrays[key])))
-                    raise ChunkError(f"'{key}' holds {bad} non-finite values (NaN or infinity)")
+                bad = spaces.non_finite(key, arrays[key])
+                if bad:
+                    raise ChunkError(bad)
             return arrays
     except ChunkError:
         raise
