@@ -49,7 +49,8 @@ def parse(argv=None):
     p.add_argument("--channels", type=int, default=3, help="image channels (1 = grey)")
     p.add_argument("--vector", type=int, default=0, help="vector observation size (0 = none)")
     p.add_argument("--actions", type=int, default=6, help="discrete actions")
-    p.add_argument("--updates", type=int, default=5, help="timed updates after one warm-up update")
+    p.add_argument("--updates", type=int, default=5,
+                   help="timed updates of each config (after a warm-up), one of each in turn")
     p.add_argument("--dtype", default="", help="override agent.compute_dtype (float32 | bfloat16)")
     p.add_argument("--no-flops", action="store_true",
                    help="skip the FLOP count (it compiles a second, loop-unrolled program)")
@@ -151,11 +152,11 @@ def timed_ms(fn, *args, reps: int = 3) -> float:
 def time_parts(agent, state, batch, key, step_ms: float) -> None:
     """Print pieces of one update timed alone: the world-model loss (forward + backward), the
     encoder and decoder (each forward + backward of a squared-output loss) and imagination
-    (forward: its states are constants to the losses); the rest of the step is the actor-critic's
-    heads and losses, the optimizer and whatever ran concurrently."""
+    (forward: its states are constants to the losses) and the actor-critic's loss with it; the rest
+    of the step is the replay value loss, the optimizer and whatever ran concurrently."""
     import jax
 
-    from dreamer_live.agent import rssm as rssmlib
+    from dreamer_live.agent import agent as agentlib, rssm as rssmlib
 
     wm, params = agent.wm, state["params"]
     b, t = batch["is_first"].shape
@@ -169,12 +170,17 @@ def time_parts(agent, state, batch, key, step_ms: float) -> None:
     policy = agent.ac.policy_fn(params["actor"])
     imagine = lambda p, s: rssmlib.imagine(wm.rssm, p["rssm"], s, policy,  # noqa: E731
                                            agent.cfg.imag_length, key)
+    wm_params = {k: params[k] for k in agentlib.WM_PARTS}
+    ac_loss = lambda p: sum(v.mean() for v in agent.ac.imag_loss(  # noqa: E731
+        p, state["slow_critic"], wm, wm_params, states, state["retnorm"], key)[0].values())
     parts = {"world-model loss, forward + backward": timed_ms(jax.grad(wm_loss), params),
              "  encoder, forward + backward": timed_ms(jax.grad(enc_loss), params),
              "  decoder, forward + backward (its input too)": timed_ms(
                  jax.grad(dec_loss, argnums=(0, 1)), params, feat),
              f"imagination, {b * t} starts x {agent.cfg.imag_length} steps, forward": timed_ms(
-                 imagine, params, start)}
+                 imagine, params, start),
+             "actor-critic loss (imagination, heads, returns), forward + backward": timed_ms(
+                 jax.grad(ac_loss), params)}
     for name, ms in parts.items():
         print(f"  {ms:8.1f} ms  {name}", flush=True)
     print(f"  {step_ms:8.1f} ms  the whole update (above)", flush=True)
@@ -246,68 +252,101 @@ def resolve(preset, args, variant=None):
     return config.resolve([preset, *args.configs], overrides)
 
 
-def unrolled_flops(cfg, obs_space, args, state, batch, key) -> float:
-    """FLOPs of one update, its time scans unrolled (XLA counts a while-loop body once)."""
-    import gymnasium
-    import jax
+class Update:
+    """One config's agent, random batch and compiled train step; a call times one update."""
 
-    from dreamer_live.agent import Agent
+    def __init__(self, preset, cfg, args, variant=None):
+        import gymnasium
+        import jax
+        import numpy as np
 
-    full = cfg.update({"agent.rssm.unroll": max(args.length, cfg.agent.imag_length + 1)})
-    unrolled = Agent(full, obs_space, gymnasium.spaces.Discrete(args.actions))
-    cpu = jax.devices("cpu")[0]
-    with jax.default_device(cpu):
-        return count_flops(unrolled._train.lower(*jax.device_put((state, batch, key), cpu)))
+        from dreamer_live.agent import Agent
+        from dreamer_live.envs.base import step_spaces
 
-
-def measure(preset, cfg, args, peak, variant=None):
-    """Time (and count the FLOPs of) one update of `cfg`; returns seconds per update."""
-    import gymnasium
-    import jax
-    import numpy as np
-
-    from dreamer_live.agent import Agent
-    from dreamer_live.envs.base import step_spaces
-
-    obs_space = dict(step_spaces())
-    if args.image:
-        obs_space["image"] = gymnasium.spaces.Box(0, 255, (args.image, args.image, args.channels),
-                                                  np.uint8)
-    if args.vector:
-        obs_space["vector"] = gymnasium.spaces.Box(-np.inf, np.inf, (args.vector,), np.float32)
-    agent = Agent(cfg, obs_space, gymnasium.spaces.Discrete(args.actions))
-    state = agent.init(jax.random.PRNGKey(0))
-    batch = agent._filter(make_batch(agent, args.batch, args.length))
-    key = jax.random.PRNGKey(1)
-    params = sum(np.size(x) for x in jax.tree.leaves(state["params"]))
-    if args.flops_only:
-        flops = unrolled_flops(cfg, obs_space, args, state, batch, key)
-        print(f"{preset:9s} params {params / 1e6:6.2f}M  {flops / 1e9:8.1f} GFLOP/update", flush=True)
-        return 0.0
-    start = time.perf_counter()
-    compiled = agent._train.lower(state, batch, key).compile()
-    compile_s = time.perf_counter() - start
-    state, metrics, _ = compiled(state, batch, key)  # warm-up (the third output: replay latents)
-    jax.block_until_ready(metrics)
-    start = time.perf_counter()
-    for i in range(args.updates):
-        state, metrics, _ = compiled(state, batch, jax.random.PRNGKey(i))
-    jax.block_until_ready(metrics)
-    seconds = (time.perf_counter() - start) / args.updates
-    flops = 0.0 if args.no_flops else unrolled_flops(cfg, obs_space, args, state, batch, key)
-    steps = args.batch * args.length / seconds
-    gflops = flops / seconds / 1e9
-    extra = " ".join(f"{k}={v}" for k, v in {**args.overrides, **(variant or {})}.items())
-    print(f"{preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} {extra} "
-          f"params {params / 1e6:6.2f}M  compile {compile_s:6.1f}s  {seconds:7.3f} s/update  "
-          f"{1 / seconds:7.3f} updates/s  {steps:8.0f} replayed steps/s  "
-          + (f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  ({gflops / peak:.1%} of matmul)"
-             if flops else "FLOPs not counted (--no-flops)"), flush=True)
-    if args.parts:
-        time_parts(agent, state, jax.device_put(batch), key, seconds * 1e3)
+        self.preset, self.cfg, self.args, self.variant = preset, cfg, args, variant or {}
+        self.obs_space = dict(step_spaces())
         if args.image:
-            time_conv_layers(agent, args.batch * args.length)
-    return seconds
+            self.obs_space["image"] = gymnasium.spaces.Box(
+                0, 255, (args.image, args.image, args.channels), np.uint8)
+        if args.vector:
+            self.obs_space["vector"] = gymnasium.spaces.Box(-np.inf, np.inf, (args.vector,),
+                                                            np.float32)
+        self.agent = Agent(cfg, self.obs_space, gymnasium.spaces.Discrete(args.actions))
+        self.state = self.agent.init(jax.random.PRNGKey(0))
+        self.batch = self.agent._filter(make_batch(self.agent, args.batch, args.length))
+        self.key = jax.random.PRNGKey(1)
+        self.params = sum(np.size(x) for x in jax.tree.leaves(self.state["params"]))
+        self.compile_s, self.times = 0.0, []
+        if not args.flops_only:
+            start = time.perf_counter()
+            self.compiled = self.agent._train.lower(self.state, self.batch, self.key).compile()
+            self.compile_s = time.perf_counter() - start
+            self()  # warm-up
+            self.times = []
+
+    def __call__(self) -> float:
+        import jax
+
+        start = time.perf_counter()
+        self.state, metrics, _ = self.compiled(self.state, self.batch,  # 3rd: replay latents
+                                               jax.random.PRNGKey(len(self.times)))
+        jax.block_until_ready(metrics)
+        self.times.append(time.perf_counter() - start)
+        return self.times[-1]
+
+    def seconds(self) -> float:
+        """Median seconds per timed update."""
+        return float(sorted(self.times)[len(self.times) // 2])
+
+    def flops(self) -> float:
+        """FLOPs of one update, its time scans unrolled (XLA counts a while-loop body once)."""
+        import gymnasium
+        import jax
+
+        from dreamer_live.agent import Agent
+
+        length = self.args.length
+        full = self.cfg.update({"agent.rssm.unroll": max(length, self.cfg.agent.imag_length + 1)})
+        unrolled = Agent(full, self.obs_space, gymnasium.spaces.Discrete(self.args.actions))
+        cpu = jax.devices("cpu")[0]
+        with jax.default_device(cpu):
+            lowered = unrolled._train.lower(*jax.device_put((self.state, self.batch, self.key), cpu))
+            return count_flops(lowered)
+
+    def report(self, peak: float) -> None:
+        """Print the update's figures (and, with --parts, where its time goes)."""
+        import jax
+
+        args, cfg = self.args, self.cfg
+        flops = 0.0 if args.no_flops else self.flops()
+        if args.flops_only:
+            print(f"{self.preset:9s} params {self.params / 1e6:6.2f}M  {flops / 1e9:8.1f} GFLOP/update",
+                  flush=True)
+            return
+        seconds = self.seconds()
+        gflops = flops / seconds / 1e9
+        extra = " ".join(f"{k}={v}" for k, v in {**args.overrides, **self.variant}.items())
+        print(f"{self.preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} {extra} "
+              f"params {self.params / 1e6:6.2f}M  compile {self.compile_s:6.1f}s  "
+              f"{seconds:7.3f} s/update  {1 / seconds:7.3f} updates/s  "
+              f"{args.batch * args.length / seconds:8.0f} replayed steps/s  "
+              + (f"{flops / 1e9:8.1f} GFLOP/update  {gflops:7.1f} GFLOP/s  "
+                 f"({gflops / peak:.1%} of matmul)" if flops else "FLOPs not counted (--no-flops)"),
+              flush=True)
+        if args.parts:
+            time_parts(self.agent, self.state, jax.device_put(self.batch), self.key, seconds * 1e3)
+            if args.image:
+                time_conv_layers(self.agent, args.batch * args.length)
+
+
+def side_by_side(updates: list[Update], rounds: int) -> list[float]:
+    """Time `rounds` rounds of one update of each in turn (load that comes and goes falls on all of
+    them alike); returns each one's median seconds per update."""
+    if updates and not updates[0].args.flops_only:
+        for _ in range(rounds):
+            for update in updates:
+                update()
+    return [update.seconds() if update.times else 0.0 for update in updates]
 
 
 def preset_args(args, cfg):
@@ -319,16 +358,19 @@ def preset_args(args, cfg):
 
 
 def compare_before(args, peak) -> None:
-    """Time the update with BEFORE's overrides and with none for each preset; print the speedups."""
+    """Time the update with BEFORE's overrides and with none, side by side, for each preset; print
+    the speedups."""
     from dreamer_live import config
 
     rows = []
     for preset in ["debug"] if args.smoke else COMPARE_PRESETS:
         now = config.resolve([preset, *args.configs], args.overrides)
-        before = now.update(BEFORE)
         shaped = argparse.Namespace(**{**vars(preset_args(args, now)), "parts": False})
-        rows.append((preset, measure(preset, before, shaped, peak, BEFORE),
-                     measure(preset, now, shaped, peak)))
+        updates = [Update(preset, now.update(BEFORE), shaped, BEFORE), Update(preset, now, shaped)]
+        side_by_side(updates, args.updates)
+        for update in updates:
+            update.report(peak)
+        rows.append((preset, *(update.seconds() for update in updates)))
     for preset, before, now in rows:
         print(f"{preset:15s} before {before:7.3f} s/update  now {now:7.3f} s/update  "
               f"{before / now:.2f}x", flush=True)
@@ -352,18 +394,19 @@ def main(argv=None):
     if args.compare_before and not args.smoke:
         return compare_before(args, peak)
     for preset in args.presets:
-        first = 0.0
-        for i, variant in enumerate(args.variant_overrides):
-            seconds = measure(preset, configs[preset, i], args, peak, variant)
-            first = first or seconds
-            if seconds and i:
-                print(f"  {args.variants[i]}: {first / seconds:.2f}x the speed of "
+        updates = [Update(preset, configs[preset, i], args, variant)
+                   for i, variant in enumerate(args.variant_overrides)]
+        seconds = side_by_side(updates, args.updates)
+        for i, update in enumerate(updates):
+            update.report(peak)
+            if seconds[i] and i:
+                print(f"  {args.variants[i]}: {seconds[0] / seconds[i]:.2f}x the speed of "
                       f"{args.variants[0] or 'the first'}", flush=True)
-            if seconds and preset == "size1m" and (args.batch, args.length, args.image,
-                                                   args.channels) == (16, 64, 64, 3):
+            if seconds[i] and preset == "size1m" and (args.batch, args.length, args.image,
+                                                      args.channels) == (16, 64, 64, 3):
                 print(f"  vs official DreamerV3 size1m on a 2-core CPU "
                       f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
-                      f"{REFERENCE_S_PER_UPDATE / seconds:.1f}x faster", flush=True)
+                      f"{REFERENCE_S_PER_UPDATE / seconds[i]:.1f}x faster", flush=True)
     if args.smoke:
         compare_before(args, peak)
 
