@@ -14,11 +14,14 @@ import math
 import os
 import pathlib
 import time
+import traceback
 
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
 from dreamer_live.actor_core import ActorCore, random_action
+from dreamer_live.atomic import write_atomic
+from dreamer_live.errors import RunFailure, UserError
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
 from dreamer_live.process import RoleLock, StopFlag
@@ -64,6 +67,8 @@ def run_actor(config, logdir: pathlib.Path, stop: StopFlag | None = None) -> int
                     hint="give this one another --actor.id").acquire()
     try:
         return _run_actor(config, logdir, lock, stop)
+    except EnvFailure as failure:  # the env's traceback to a file, one line (exit status 1)
+        raise failure.report(logdir / f"actor-{config.actor.id}-error.log", logdir / "replay") from None
     finally:
         lock.release()
 
@@ -148,6 +153,29 @@ def close_all(closers) -> None:
         raise errors[0]
 
 
+class EnvFailure(Exception):
+    """The env raised, or gave an observation unlike its declared space, at a step of an episode."""
+
+    def __init__(self, env_name: str, at: int, episode: int, error: Exception):
+        if isinstance(error, spaceslib.ObservationError):
+            what = f"its observation does not match its declared space: {error}"
+        else:
+            lines = str(error).strip().splitlines()
+            what = type(error).__name__ + (f": {lines[0][:300]}" if lines else "")
+        super().__init__(f"env {env_name} failed at step {at} of episode {episode}: {what}")
+
+    def report(self, error_log: pathlib.Path, replay: pathlib.Path) -> RunFailure:
+        """Write the env's traceback to `error_log`; return the one line naming it, for after the
+        replay was flushed to `replay`."""
+        text = f"{self}\n\n" + "".join(traceback.format_exception(self.__cause__ or self))
+        try:
+            write_atomic(error_log, text.encode())
+            where = f"traceback in {error_log}"
+        except OSError as e:
+            where = f"could not write its traceback to {error_log}: {e.strerror or e}"
+        return RunFailure(f"{self}; replay flushed to {replay}; {where}")
+
+
 class TickLoop:
     """The real-time loop and its statistics: observe, act through the core, hand the step to the
     replay sink, pick up a new parameter version from the variable source between ticks. Ticks/s and
@@ -161,6 +189,7 @@ class TickLoop:
         # What each stored observation key must hold (spaces.check_obs, before policy and replay).
         self.obs_spec = spaceslib.obs_spec({k: env.obs_space[k] for k in replay_keys(env.obs_space)})
         self.bad_obs = 0  # observations with NaN or infinity: never stored (see _bad_observation)
+        self.ep_step = 0  # the episode step of the last observation (the reset's: 0)
         self.pending: dict | None = None  # the last step, stored once the next observation is checked
         self.logger, self.watch = logger, watch
         self.compiles_at_start = self._compiles()
@@ -212,8 +241,11 @@ class TickLoop:
             late_ms = self.pacer.wait()
             tick_time = time.time()
             work_start = time.perf_counter()
+            at = 0 if need_reset else self.ep_step + 1
+            with self._env_fault(at):
+                obs = env.reset() if need_reset else env.observe()
+                bad = spaceslib.check_obs(obs, self.obs_spec)  # another shape or dtype raises
             if need_reset:
-                obs = env.reset()
                 # A reset (a title card, a wait for the game) is not play: its time is reported on its
                 # own, and the tick clock starts again when play does.
                 reset_s = time.perf_counter() - work_start
@@ -221,11 +253,9 @@ class TickLoop:
                 tick_time, work_start = time.time(), time.perf_counter()
                 window_reset_s += reset_s
                 self.logger.write(self.steps, {"actor/reset_s": reset_s})
-            else:
-                obs = env.observe()
-            bad = spaceslib.check_obs(obs, self.obs_spec)  # another shape or dtype raises
+            self.ep_step = at
             if bad:
-                self._bad_observation(bad, 0 if need_reset else self.ep_length + 1)
+                self._bad_observation(bad, at)
                 need_reset = True
             else:
                 need_reset = self._step(obs, tick_time, late_ms, work_start)
@@ -249,13 +279,27 @@ class TickLoop:
         if version == 0 and self.cfg.random_until_params:
             action = random_action(self.env.act_space, self.rng)
         is_last = bool(obs["is_last"])
-        if not is_last:
-            self.env.act(action)
-        self._store(self.core.replay_step(obs, action, tick_time, late_ms))
-        self.steps += 1
+        try:
+            if not is_last:
+                with self._env_fault(self.ep_step + 1):
+                    self.env.act(action)
+        finally:  # the observation was good: kept even when the env fails on the action
+            self._store(self.core.replay_step(obs, action, tick_time, late_ms))
+            self.steps += 1
         work_ms = (time.perf_counter() - work_start) * 1000
         self._account(self.steps, obs, late_ms, work_ms, version, swapped)
         return is_last
+
+    @contextlib.contextmanager
+    def _env_fault(self, at: int):
+        """An exception from the env within (a UserError aside: that one is already one line), or an
+        observation of another shape or dtype, becomes an EnvFailure at episode step `at`."""
+        try:
+            yield
+        except UserError:
+            raise
+        except Exception as e:
+            raise EnvFailure(self.env_name, at, self.episodes + 1, e) from e
 
     def _store(self, step: dict | None) -> None:
         """Hand the step before `step` to the replay sink and hold `step` until the next observation

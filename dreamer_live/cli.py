@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from dreamer_live import config as configlib
 from dreamer_live.atomic import write_atomic
-from dreamer_live.errors import UserError
+from dreamer_live.errors import RunFailure, UserError
 
 
 def parser(prog: str, description: str, logdir_required: bool = True) -> argparse.ArgumentParser:
@@ -76,16 +76,17 @@ def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
 
 
 def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
-    """Wrap a command's main: UserError becomes one line on stderr and exit status 2."""
+    """Wrap a command's main: UserError becomes one line on stderr and exit status 2, RunFailure one
+    line and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = fn.__module__.replace("__main__", pathlib.Path(sys.argv[0]).stem)
         try:
             return fn(argv) or 0
-        except UserError as e:
+        except (UserError, RunFailure) as e:
             print(f"{prog.split('.')[-1]}: error: {e}", file=sys.stderr)
-            return 2
+            return 2 if isinstance(e, UserError) else 1
 
     return wrapper
 

@@ -25,7 +25,7 @@ import types
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
-from dreamer_live.actor import TickLoop, closing
+from dreamer_live.actor import EnvFailure, TickLoop, closing
 from dreamer_live.actor_core import replay_step
 from dreamer_live.envs.live.keys import key_name
 from dreamer_live.errors import UserError
@@ -211,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
                    "Record a person playing (keys read from the keyboard, never sent) into DIR/demos, "
                    "as the actor would record its own play.")
     args, config = cli.parse(p, argv)
-    return run_record(config, args.logdir)
+    try:
+        return run_record(config, args.logdir)
+    except EnvFailure as failure:  # the env's traceback to a file, one line (exit status 1)
+        raise failure.report(args.logdir / f"record-{config.actor.id}-error.log",
+                             args.logdir / DEMOS) from None
 
 
 if __name__ == "__main__":

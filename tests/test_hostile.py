@@ -680,3 +680,28 @@ def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stor
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["actor/bad_obs"] for m in metrics if "actor/bad_obs" in m][-1] == 6
     assert re.search(r"actor 0 \| step \d+ \|.* \| bad obs \d+", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize("fault, error", [
+    ("raise", "RuntimeError: the game crashed at step 50"),
+    ("reshape", r"its observation does not match its declared space: 'vector' is \(5,\) float32, "
+                r"expected \(4,\) float32")], ids=["raise", "reshape"])
+def test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file(tmp_path, fault, error):
+    """An env that raises at step 50, or whose observation grows from 4 values to 5 there (before the
+    policy sees it): one line naming the env, the step and the error, exit status 1; the traceback in
+    DIR/actor-0-error.log; every step before it stored, in chunks that load."""
+    import re
+
+    result = misbehaving_actor(tmp_path, fault, 50, "--actor.steps", "300")
+    log = tmp_path / "actor-0-error.log"
+    lines = stderr_lines(result.stderr)
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert re.fullmatch(rf"actor: error: env misbehaving_envs:Misbehaving-v0 failed at step 50 of "
+                        rf"episode 1: {error}; replay flushed to {re.escape(str(tmp_path / 'replay'))}; "
+                        rf"traceback in {re.escape(str(log))}", lines[0]), lines[0]
+    trace = log.read_text()
+    assert "Traceback (most recent call last):" in trace
+    assert re.search(error.replace("its observation does not match its declared space: ", ""),
+                     trace.strip().splitlines()[-1]), trace
+    steps = stored_steps(tmp_path / "replay")
+    assert len(steps["is_first"]) == 50 and steps["is_first"][0]  # the reset's and steps 1-49
