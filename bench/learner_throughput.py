@@ -21,6 +21,12 @@ none, and a last line `speedup: N.NNx`, the smallest of the three:
 
     python bench/learner_throughput.py --compare-before
 
+Parameters per part for each preset and layout, beside the reference's layout (`agent.enc.patch 1`,
+`agent.dec.patch 1`), from the shapes alone (`--counts`, nothing compiled):
+
+    python bench/learner_throughput.py --counts --presets size1m size12m --variants "" \
+        agent.enc.patch=4,agent.dec.patch=4
+
 `--smoke` runs every mode above in seconds on the `debug` agent and tiny batches (no figures to keep).
 
 Random batches, no files: everything is printed to stdout.
@@ -67,13 +73,15 @@ def parse(argv=None):
                    help=f"the path before ({', '.join(f'{k}={v}' for k, v in BEFORE.items())}) "
                         f"against the default for {', '.join(COMPARE_PRESETS)}, each with its "
                         f"preset's batch and image shape; ends with the smallest speedup")
+    p.add_argument("--counts", action="store_true",
+                   help="only print each config's parameters per part beside the reference layout's")
     p.add_argument("--smoke", action="store_true",
                    help="every mode in seconds: the debug agent, tiny batches, one update")
     p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.patch 4."
     args, rest = p.parse_known_args(argv)
     if args.smoke:
         args.presets, args.batch, args.length, args.image, args.channels = ["debug"], 2, 8, 16, 1
-        args.updates, args.no_flops, args.parts = 1, True, True
+        args.updates, args.no_flops, args.parts, args.counts = 1, True, True, True
         rest += ["--env.size", "[16, 16]", "--env.grayscale", "true"]  # --compare-before's images
     from dreamer_live import config
 
@@ -349,6 +357,35 @@ def side_by_side(updates: list[Update], rounds: int) -> list[float]:
     return [update.seconds() if update.times else 0.0 for update in updates]
 
 
+def print_counts(args) -> None:
+    """Each preset's and variant's parameters per part (from shapes alone), the reference layout's
+    (BEFORE) beside them."""
+    import gymnasium
+    import jax
+    import numpy as np
+
+    from dreamer_live.agent import Agent
+    from dreamer_live.envs.base import step_spaces
+
+    obs_space = {**step_spaces(), "image": gymnasium.spaces.Box(
+        0, 255, (args.image, args.image, args.channels), np.uint8)}
+
+    def counts(cfg) -> dict:
+        agent = Agent(cfg, obs_space, gymnasium.spaces.Discrete(args.actions))
+        params = jax.eval_shape(agent.init, jax.random.PRNGKey(0))["params"]
+        return {k: sum(np.prod(x.shape) for x in jax.tree.leaves(v)) for k, v in params.items()}
+
+    print(f"parameters, {args.image}x{args.image}x{args.channels} images, {args.actions} actions: "
+          f"this layout (the reference layout's)", flush=True)
+    for preset in args.presets:
+        for spec, variant in zip(args.variants, args.variant_overrides):
+            cfg = resolve(preset, args, variant)
+            got, ref = counts(cfg), counts(cfg.update(BEFORE))
+            parts = "  ".join(f"{k} {got[k]:,} ({ref[k]:,})" for k in got)
+            print(f"{preset:9s} {spec or 'as configured':34s} {sum(got.values()):>12,} "
+                  f"({sum(ref.values()):,})  {parts}", flush=True)
+
+
 def preset_args(args, cfg):
     """`args` with the batch and image shape of `cfg` (its preset's own)."""
     height, width = cfg.env.size
@@ -388,6 +425,10 @@ def main(argv=None):
 
     print(f"backend {jax.default_backend()}  devices {jax.devices()}  cpus {os.cpu_count()}  "
           f"load {os.getloadavg()[0]:.1f}  XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
+    if args.counts:
+        print_counts(args)
+        if not args.smoke:
+            return
     dtype = args.dtype or configs[args.presets[0], 0].agent.compute_dtype
     peak = 0.0 if args.flops_only else matmul_gflops(dtype)
     print(f"{dtype} matmul: {peak:.1f} GFLOP/s", flush=True)
