@@ -18,7 +18,7 @@ import traceback
 
 import numpy as np
 
-from dreamer_live import cli, spaces as spaceslib
+from dreamer_live import cli, spaces as spaceslib, transport
 from dreamer_live.actor_core import ActorCore, random_action
 from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import RunFailure, UserError
@@ -28,7 +28,6 @@ from dreamer_live.process import RoleLock, StopFlag
 from dreamer_live.steps import LOG_PREFIX, replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
-SILENT_AFTER_S = 30.0  # the status line warns when the learner has not been heard from this long
 
 
 class CompileWatch:
@@ -78,7 +77,6 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live import transport
     from dreamer_live.agent import Agent
     from dreamer_live.envs import make_env
 
@@ -194,6 +192,7 @@ class TickLoop:
         self.logger, self.watch = logger, watch
         self.compiles_at_start = self._compiles()
         self.log_every = config.run.log_every
+        self.silent_after = transport.silent_after_s(config)
         self.pacer = Pacer(tick_hz(config))
         self.rng = np.random.default_rng(self.cfg.id)
         self.lateness, self.work = Samples(), Samples()
@@ -392,8 +391,8 @@ class TickLoop:
         metrics.update(self.sink.metrics())
         self.logger.write(steps, metrics)
         held = self.sink.held()  # the replay sink's note while the disk refuses chunks
-        quiet = silence is not None and silence > SILENT_AFTER_S
-        warnings = frozenset(name for name, on in (("silent", quiet), ("loaded", loaded), ("held", held))
+        silent = transport.silent_note(silence, self.silent_after)
+        warnings = frozenset(name for name, on in (("silent", silent), ("loaded", loaded), ("held", held))
                              if on)
         if ("held" in warnings) != ("held" in self.warnings):  # the status line goes by; these stay
             self.logger.message(f"actor {self.cfg.id}: " + (
@@ -403,7 +402,7 @@ class TickLoop:
             f"actor {self.cfg.id} | step {steps} | {ticks_per_s:.1f} ticks/s | late {self.pacer.late}"
             f" (p99 {metrics['actor/late_ms_p99']:.1f} ms) | policy v{self.version} lag "
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
-            + (f" | learner silent {silence:.0f} s" if quiet else "") + (f" | {loaded}" if loaded else "")
+            + (f" | {silent}" if silent else "") + (f" | {loaded}" if loaded else "")
             + (f" | bad obs {self.bad_obs}" if self.bad_obs else "")
             + (f" | {held}" if held else ""), alert=alert)
         self.lateness.reset()

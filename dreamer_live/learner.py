@@ -36,6 +36,7 @@ class Learner:
         self.logger = Logger(logdir, "learner", quiet=config.run.quiet,
                              fields={"learner/pid": os.getpid()})
         self.updates = 0
+        self.started = 0  # updates at the start of this run's training (a resumed learner's count)
         self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
         self.meta: dict = {}
         self._video_thread: threading.Thread | None = None
@@ -145,7 +146,7 @@ class Learner:
         now = time.monotonic()
         last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
         window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0, "skipped": 0}
-        started = self.updates
+        started = self.started = self.updates
         env_steps = reader.steps_written()
         try:
             while not self.stop:
@@ -296,11 +297,15 @@ class Learner:
             "replay/steps": env_steps,
             "replay/held": reader.num_steps})
         self.logger.write(self.updates, metrics)
-        loss = metrics.get("train/loss/total", float("nan"))
+        if "train/loss/total" in metrics:
+            loss = f"loss {metrics['train/loss/total']:.3f}"
+        else:  # no update in this window: no loss to show
+            loss = "no update yet" if self.updates == self.started else \
+                f"no update in {now - window['start']:.0f} s"
         target = f"/{self.config.run.steps}" if self.config.run.steps else ""
         self.logger.status(
             f"learner | {self.updates}{target} updates | {rate:.2f} upd/s | ratio "
-            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | loss {loss:.3f}"
+            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | {loss}"
             + (f" | {window['skipped']} skipped (non-finite)" if window["skipped"] else ""))
         window.update(updates=0, start=now, metrics=[], waited=0.0, skipped=0)
 

@@ -271,9 +271,11 @@ class RayRun:
 
         from dreamer_live.envs import tick_hz
         from dreamer_live.run import STOP_GRACE_S, Status
+        from dreamer_live.transport import silent_after_s
 
         runs = {w.run.remote(): name for name, w in self.workers.items()}
-        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status(tick_hz(self.config))
+        tail = MetricsTail(self.logdir / "metrics.jsonl")
+        status = Status(tick_hz(self.config), silent_after_s(self.config))
         tty = sys.stdout.isatty()
         last_draw, failure, forwarded, deadline = 0.0, 0, 0, float("inf")
         while runs and time.monotonic() < deadline:

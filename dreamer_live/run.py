@@ -5,9 +5,10 @@
     python -m dreamer_live.run --configs debug --logdir /tmp/run --ray.address local --ray.actors 3
                                                     # on Ray instead (dreamer_live/rayrun.py)
 
-Ctrl-C (or SIGTERM) is forwarded to both children, which stop cleanly (checkpoint, flush replay). A child
-that exits on its own is never restarted: the launcher says which one and with what exit status, stops
-the other and exits with that status.
+Ctrl-C, SIGTERM or SIGHUP is said in one line and forwarded to both children, which stop cleanly
+(checkpoint, flush replay); another while they stop is said in one line and not forwarded, and a child
+still running after STOP_GRACE_S is killed. A child that exits on its own is never restarted: the
+launcher says which one and with what exit status, stops the other and exits with that status.
 """
 
 from __future__ import annotations
@@ -24,17 +25,22 @@ from dreamer_live import cli, config as configlib
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.pacer import load_note
 from dreamer_live.process import PARENT_ENV
+from dreamer_live.transport import silent_after_s, silent_note
 
 DEMO_PRESET = "catcher"
 CHILDREN = ("learner", "actor")
 STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves a checkpoint)
+# Signals that stop a run cleanly; SIGHUP: the terminal that started it closed.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
 
 
 class Status:
     """The launcher's combined status line, built from the children's metric lines (per actor)."""
 
-    def __init__(self, hz: float):
+    def __init__(self, hz: float, silent_after_s: float):
         self.hz = hz  # the actors' tick rate
+        self.silent_after_s = silent_after_s  # transport.silent_after_s: the actors' rule
         self.actors: dict[int, dict] = {}  # actor/id -> its newest ticks line
         self.learner: dict = {}
         self.returns: collections.deque = collections.deque(maxlen=20)
@@ -55,7 +61,7 @@ class Status:
 
     def line(self) -> str:
         """One line: each actor's speed, lateness and policy version (and lag), returns, learner
-        progress."""
+        progress, and `learner silent N s` when the actors have not heard from it (their rule)."""
         lr = self.learner
         parts = []
         for key, a in sorted(self.actors.items()):
@@ -75,13 +81,36 @@ class Status:
         if lr:
             parts.append(f"learner {lr.get('step', 0)} upd {lr.get('learner/updates_per_s') or 0:.2f}/s "
                          f"ratio {lr.get('learner/train_ratio') or 0:.1f}")
+        silent = self._silent()
+        if silent:
+            parts.append(silent)
         return " | ".join(parts) or "starting..."
+
+    def warnings(self) -> frozenset[str]:
+        """The warnings the line holds now (silent, loaded): a new one is shown at once."""
+        loaded = any(load_note(self.hz, a.get("actor/late_frac") or 0.0) for a in self.actors.values())
+        return frozenset(name for name, on in (("silent", self._silent()), ("loaded", loaded)) if on)
+
+    def _silent(self) -> str:
+        """The silent note of the actor that heard from the learner last ('' while it is not silent)."""
+        heard = [a["actor/learner_silent_s"] for a in self.actors.values()
+                 if a.get("actor/learner_silent_s") is not None]
+        return silent_note(min(heard), self.silent_after_s) if heard else ""
 
 
 def default_logdir(configs: list[str]) -> pathlib.Path:
     """logdir/<presets>-<date-time> under the current folder."""
     name = "-".join(pathlib.Path(c).stem for c in configs) or "default"
     return pathlib.Path("logdir") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def say(text: str, error: bool = False, end: str = "\n") -> None:
+    """Print one of the launcher's lines (stderr when `error`); a terminal that is gone (SIGHUP)
+    does not stop the launcher from seeing its children out."""
+    try:
+        print(text, end=end, file=sys.stderr if error else sys.stdout, flush=True)
+    except OSError:
+        pass
 
 
 def _describe(code: int) -> str:
@@ -96,11 +125,15 @@ def _describe(code: int) -> str:
 class Children:
     """Starts, watches and stops the two children."""
 
-    def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool, hz: float):
+    def __init__(self, child_args: list[str], logdir: pathlib.Path, quiet: bool, hz: float,
+                 silent_after: float):
         self.child_args, self.logdir, self.quiet, self.hz = child_args, logdir, quiet, hz
+        self.silent_after = silent_after  # transport.silent_after_s of the children's config
         self.procs: dict[str, subprocess.Popen] = {}
         self.stopping = False
-        self.signals = 0
+        self.deadline = float("inf")  # children asked to stop are killed when still running then
+        self.signals: list[str] = []  # received, answered by the watch loop (no output in a handler)
+        self.said_waiting = False  # a signal while stopping was answered
         self.tty = sys.stdout.isatty()
 
     def start(self) -> None:
@@ -110,63 +143,78 @@ class Children:
         for name in CHILDREN:
             cmd = [sys.executable, "-m", f"dreamer_live.{name}", *self.child_args]
             self.procs[name] = subprocess.Popen(cmd, env=env, **extra)
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:
-        self.signals += 1
-        self.stopping = True
-        for proc in self.procs.values():  # a second Ctrl-C is forwarded too: children then stop at once
-            if proc.poll() is None and os.name != "nt":
-                proc.send_signal(signal.SIGINT)
+        self.signals.append(signal.Signals(signum).name)
 
     def watch(self) -> int:
-        """Wait for the children; on one's exit stop the other; return the run's exit status."""
-        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status(self.hz)
-        last_draw = 0.0
+        """Wait for the children; on a signal or one's exit stop the others; return the run's exit
+        status."""
+        tail, status = MetricsTail(self.logdir / "metrics.jsonl"), Status(self.hz, self.silent_after)
+        last_draw, shown, answered = 0.0, frozenset(), 0
         failure = 0
         while any(p.poll() is None for p in self.procs.values()):
             time.sleep(0.2)
+            answered = self._answer(answered)
             status.update(tail.read())
-            if not self.quiet and time.monotonic() - last_draw >= (1.0 if self.tty else 30.0):
+            warnings = status.warnings()
+            if not self.quiet and (time.monotonic() - last_draw >= (1.0 if self.tty else 30.0)
+                                   or warnings - shown):  # a warning that just began: at once
                 last_draw = time.monotonic()
-                print(("\r" if self.tty else "") + status.line() + ("" if self.tty else "\n"),
-                      end="", flush=True)
+                say(("\r" if self.tty else "") + status.line(), end="" if self.tty else "\n")
+            shown = warnings
             for name, proc in self.procs.items():
                 code = proc.poll()
                 if code is None or self.stopping:
                     continue
-                others = [n for n in self.procs if n != name and self.procs[n].poll() is None]
                 verb = "finished" if code == 0 else f"failed ({_describe(code)})"
-                print(f"\nrun: {name} {verb}; stopping {', '.join(others) or 'nothing'}",
-                      file=sys.stderr if code else sys.stdout, flush=True)
+                say(f"\nrun: {name} {verb}; stopping {' and '.join(self._running()) or 'nothing'}",
+                    error=bool(code))
                 failure = code if code > 0 else (1 if code < 0 else 0)
                 self._stop_all()
-        self._wait_all()
+            if time.monotonic() >= self.deadline:
+                for name in self._running():
+                    say(f"run: {name} did not stop within {STOP_GRACE_S:.0f} s; killing it", error=True)
+                    self.procs[name].kill()
+                    self.procs[name].wait()
         status.update(tail.read())
         for name, proc in self.procs.items():
             if proc.returncode not in (0, None) and not failure:
-                print(f"run: {name} exited with {_describe(proc.returncode)}", file=sys.stderr)
+                say(f"run: {name} exited with {_describe(proc.returncode)}", error=True)
                 failure = proc.returncode if proc.returncode > 0 else 1
-        print(f"\nrun: done; {status.line()}; logdir {self.logdir}", flush=True)
+        say(f"\nrun: done; {status.line()}; logdir {self.logdir}")
         return failure
 
-    def _stop_all(self) -> None:
-        self.stopping = True
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT if os.name != "nt" else signal.SIGTERM)
+    def _answer(self, answered: int) -> int:
+        """Say and act on the signals received after the first `answered`: one while running asks each
+        child to stop (they save first); the next is said once and changes nothing (a second stop
+        request would cut a child's saving short). Returns how many are answered."""
+        for name in self.signals[answered:]:
+            answered += 1
+            running = " and ".join(self._running()) or "nothing"
+            if not self.stopping:
+                say(f"\nrun: {name}; stopping {running} (each saves before it exits)")
+                self._stop_all(send=os.name != "nt")  # Windows: the console's Ctrl-C reached them
+            elif not self.said_waiting:
+                self.said_waiting = True
+                left = max(0.0, self.deadline - time.monotonic())
+                say(f"\nrun: {name}: already stopping; waiting up to {left:.0f} s for {running} to "
+                    "exit (each saves first), then killing what still runs")
+        return answered
 
-    def _wait_all(self) -> None:
-        deadline = time.monotonic() + STOP_GRACE_S
-        for name, proc in self.procs.items():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print(f"run: {name} did not stop within {STOP_GRACE_S:.0f}s; killing it",
-                      file=sys.stderr, flush=True)
-                proc.kill()
-                proc.wait()
+    def _running(self) -> list[str]:
+        return [name for name, proc in self.procs.items() if proc.poll() is None]
+
+    def _stop_all(self, send: bool = True) -> None:
+        """Ask every running child to stop (`send`: with a signal of ours); they are killed after
+        STOP_GRACE_S."""
+        if not self.stopping:
+            self.stopping, self.deadline = True, time.monotonic() + STOP_GRACE_S
+        for proc in self.procs.values():
+            if send and proc.poll() is None:
+                proc.send_signal(signal.SIGINT if os.name != "nt" else signal.SIGTERM)
 
 
 @cli.main
@@ -195,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
           f"Ctrl-C stops both.", flush=True)
     from dreamer_live.envs import tick_hz
 
-    launcher = Children(child_args, logdir, config.run.quiet, tick_hz(config))
+    launcher = Children(child_args, logdir, config.run.quiet, tick_hz(config), silent_after_s(config))
     launcher.start()
     return launcher.watch()
 

@@ -80,6 +80,26 @@ class VariablePublisher(Protocol):
         """Say that the learner is alive at `step` without a new version."""
 
 
+# The learner is heard from at each heartbeat (every run.log_every s while it trains, each second while
+# it waits for replay) and each version; an actor reads both every actor.param_interval s.
+SILENT_BEATS = 5
+
+
+def silent_after_s(config) -> float:
+    """Seconds without word from the learner after which the actor and `run` say it is silent:
+    SILENT_BEATS heartbeats (run.log_every apart) and one poll (actor.param_interval); 30 at the
+    defaults."""
+    return SILENT_BEATS * config.run.log_every + config.actor.param_interval
+
+
+def silent_note(silence: float | None, after_s: float) -> str:
+    """'learner silent N s' when `silence` (seconds since the learner was last heard from; None or NaN:
+    never yet) is over `after_s` (silent_after_s), else ''."""
+    if silence is None or not silence > after_s:
+        return ""
+    return f"learner silent {silence:.0f} s"
+
+
 _ray: Any = None  # raylink.Link in a Ray actor of the launcher's; None: the file transport
 
 

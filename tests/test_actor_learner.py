@@ -11,6 +11,7 @@ One module-scoped scenario runs the processes once and the tests below check wha
   5. learner L3 resumes from L2's checkpoint with its update count and stops by itself at run.steps.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -273,25 +274,114 @@ def test_second_actor_start_hits_the_compile_cache(tmp_path):
     assert second["actor/compiles"] < first["actor/compiles"]
 
 
-def test_run_starts_both_and_forwards_sigterm(tmp_path):
-    """dreamer_live.run: both children on one logdir; SIGTERM reaches both; all exit 0."""
-    logdir = tmp_path / "run"
-    run = start("dreamer_live.run", logdir, "--learner.nice", "0")  # quicker on a busy machine
+def run_until_training(logdir, *args):
+    """`python -m dreamer_live.run` (its own status line on) once its learner trains and its actor has
+    heard from it; returns the run and its children's pids by name."""
+    from procfs import descendants
+
+    run = start("dreamer_live.run", logdir, "--run.quiet", "false", "--learner.nice", "0",
+                "--learner.idle", "false", *args)  # a learner that the other load cannot starve
+    heard = wait_for("the learner training, heard from by the actor", lambda: lines(
+        logdir, "learner", key="learner/updates_per_s") and [
+        r for r in lines(logdir, "actor", key="actor/learner_silent_s")
+        if r["actor/learner_silent_s"] is not None], 150, [run])
+    children = {"learner": heard and lines(logdir, "learner", key="learner/pid")[-1]["learner/pid"],
+                "actor": lines(logdir, "actor", key="actor/pid")[-1]["actor/pid"]}
+    assert set(children.values()) <= descendants(run.pid)
+    return run, children
+
+
+@contextlib.contextmanager
+def stopped(*pids):
+    """The processes `pids` stopped (SIGSTOP) within, continued after."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for("the learner training and its version in use by the actor",
-                 lambda: lines(logdir, "actor", key="actor/swap_version")
-                 and lines(logdir, "learner", key="learner/updates_per_s"), 150, [run])
-        run.send_signal(signal.SIGTERM)
-        code = run.wait(timeout=120)
-        text = output(run)
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def ended(run, timeout=120):
+    """The run's exit status and output once it exits, and the processes below it still alive."""
+    from procfs import alive, descendants
+
+    below = descendants(run.pid)
+    try:
+        code = run.wait(timeout=timeout)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
         run.out.close()
-    assert code == 0, text
+    return code, pathlib.Path(run.out.name).read_text(), [p for p in below if alive(p)]
+
+
+def stop_twice(run, first, second, children):
+    """Send `first` to the run, then `second` while its children are stopped (a save that takes
+    long), once it has said each; return ended(run)."""
+    with stopped(*children.values()):
+        run.send_signal(first)
+        wait_for("run saying it stops both", lambda: f"run: {first.name}; stopping" in output(run),
+                 10, [run])
+        run.send_signal(second)
+        wait_for("run saying it is already stopping", lambda: f"run: {second.name}: already stopping"
+                 in output(run), 10, [run])
+    return ended(run)
+
+
+STOPPING = "; stopping learner and actor (each saves before it exits)"
+ALREADY = (": already stopping; waiting up to N s for learner and actor to exit (each saves first), "
+           "then killing what still runs")
+
+
+def said_about_signals(text: str) -> list[tuple[str, str]]:
+    """run's lines about the signals it got: (signal, the rest with the seconds left as N)."""
+    import re
+
+    said = re.findall(r"^run: (SIG\w+)(.*)", text, re.M)
+    return [(name, re.sub(r"\d+ s", "N s", rest)) for name, rest in said]
+
+
+def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path):
+    """The learner stopped (SIGSTOP): run's own line says `learner silent N s` as soon as the actor's
+    rule holds (transport.silent_after_s: 5 heartbeats of 0.5 s and a 0.5 s poll), not at its next
+    30 s line. Ctrl-C twice: a line each, the second forwarded to no child (no traceback from one
+    interrupted while saving), both children stop cleanly, none is left."""
+    import re
+
+    from dreamer_live import config as configlib, transport
+
+    args = ["--run.log_every", "0.5", "--actor.param_interval", "0.5"]
+    after = transport.silent_after_s(configlib.resolve(["debug"], configlib.parse_overrides(args)))
+    assert after == 3.0
+    run, children = run_until_training(tmp_path / "run", *args)
+    seen = len(output(run))
+    with stopped(children["learner"]):
+        said = wait_for("run's line saying so", lambda: re.search(
+            r"\| learner silent (\d+) s", output(run)[seen:]), 30, [run])
+    assert int(said.group(1)) >= after
+    code, text, left = stop_twice(run, signal.SIGINT, signal.SIGINT, children)
+    assert code == 0 and "Traceback" not in text, text[-3000:]
+    assert said_about_signals(text) == [("SIGINT", STOPPING), ("SIGINT", ALREADY)], text[-3000:]
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
-    assert list((logdir / "checkpoint").glob("state_*.msgpack"))
+    assert not left
+
+
+def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path):
+    """dreamer_live.run: both children on one logdir, the actor on the learner's versions. SIGHUP (the
+    terminal that started it closed) is said in one line and stops both as Ctrl-C does; a SIGTERM
+    while they save is one more line and cuts nothing short; all exit 0, none is left."""
+    logdir = tmp_path / "run"
+    run, children = run_until_training(logdir)
+    wait_for("the actor on a version of the learner's",
+             lambda: lines(logdir, "actor", key="actor/swap_version"), 60, [run])
+    code, text, left = stop_twice(run, signal.SIGHUP, signal.SIGTERM, children)
+    assert code == 0 and "Traceback" not in text, text[-3000:]
+    assert said_about_signals(text) == [("SIGHUP", STOPPING), ("SIGTERM", ALREADY)], text[-3000:]
+    assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
+    assert list((logdir / "checkpoint").glob("state_*.msgpack")) and not left
     assert "run: done" in text
 
 

@@ -108,6 +108,51 @@ def test_learner_skips_non_finite_updates_then_stops_with_one_line(base, initial
     assert files and all(finite_file(path) for path in files)
 
 
+def test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss(base, initial, tmp_path):
+    """A checkpoint at the train ratio of the replay it resumes on (100 updates of 4 x 16 steps at
+    ratio 32 on 200 steps): its status line (drawn on a terminal: a pty) says no update yet."""
+    import pty
+    import re
+    import select
+    import signal
+
+    from conftest import poll
+
+    from dreamer_live.checkpoint import Checkpointer
+
+    copy_replay(base, tmp_path)
+    Checkpointer(tmp_path / "checkpoint").save(initial[1], {"updates": 100, "env_steps": 200})
+    terminal, child_end = pty.openpty()
+    learner = subprocess.Popen(
+        [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(tmp_path), *QUIET,
+         "--run.quiet", "false", "--run.log_every", "0.5"],
+        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), stdout=child_end, stderr=child_end)
+    os.close(child_end)
+    shown = bytearray()
+
+    def screen() -> str:
+        while select.select([terminal], [], [], 0)[0]:
+            try:
+                shown.extend(os.read(terminal, 1 << 16))
+            except OSError:  # the learner has exited and closed its end
+                break
+        return shown.decode(errors="replace")
+
+    try:
+        poll("two status lines while training", lambda: len(re.findall(
+            r"learner \| 100 updates \| .*? \| v\d+ \| ", screen())) >= 2, timeout=120)
+        learner.send_signal(signal.SIGINT)
+        assert learner.wait(60) == 0, screen()
+    finally:
+        learner.kill()
+        learner.wait()
+        screen()
+        os.close(terminal)
+    statuses = [s for s in re.split(r"[\r\n]+", shown.decode(errors="replace")) if "updates |" in s]
+    assert statuses and all(re.search(r"\| v\d+ \| no update yet\s*$", s) for s in statuses), statuses
+    assert "learner: stopped (SIGINT) at 100 updates (0 this run)" in shown.decode(), shown.decode()
+
+
 def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, initial, tmp_path):
     import hashlib
     import json
