@@ -52,7 +52,7 @@ CASES = [  # (issue item, case, expected, tests)
     ("9", "full disk: learner", "checkpoint skipped with one line, older kept, training goes on",
      [H + "test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_goes_on"]),
     ("9", "full disk: actor", "keeps playing, holds chunks (status line), writes them later; "
-     "after replay.hold_s one line, exit 2",
+     "after replay.hold_s or a stop one line (time refused, steps lost and written), exit 2",
      [H + "test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line"]),
     ("10-11", "16 nonsense values (--actor.hz 1e999 ...)", "one line, exit 2",
      [E + "test_nonsense_values_are_one_line_and_exit_2"]),

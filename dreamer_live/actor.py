@@ -115,9 +115,10 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
         loop = TickLoop(config, env, core, source, sink, logger, watch)
         loop.run_until_stopped(stop)
         limit = "step limit" if cfg.steps and loop.steps >= cfg.steps else "time limit"
-        summary.append(f"\nactor {cfg.id}: stopped ({stop.reason or limit}) after {loop.steps} steps, "
-                       f"{loop.episodes} episodes, {loop.pacer.late} late ticks{loop.bad_obs_note()}; "
-                       f"replay flushed to {logdir / 'replay'}")
+        played = (f"\nactor {cfg.id}: stopped ({stop.reason or limit}) after {loop.steps} steps, "
+                  f"{loop.episodes} episodes, {loop.pacer.late} late ticks{loop.bad_obs_note()}")
+        summary.append(lambda closed: played + (f"; replay flushed to {logdir / 'replay'}" if closed
+                                                else ""))
     return 0
 
 
@@ -125,17 +126,20 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
 def closing(stop: StopFlag, logger, opened: list):
     """On any exit: stop, close `opened` in order (the env first: keys released), the logger's queued
     lines written before the rest (a Ray actor's replay shipper sends them as it closes), then print
-    the summary line appended to the list this yields, and close the logger."""
-    summary: list[str] = []
+    the summary lines appended to the list this yields (each a function of whether everything closed,
+    the replay sink's last chunks written: only then may it say so), and close the logger."""
+    summary: list = []
+    closed = False
     try:
         yield summary
     finally:
         stop.event.set()
         try:
             close_all([r.close for r in opened[:1]] + [logger.flush] + [r.close for r in opened[1:]])
+            closed = True
         finally:
             for line in summary:
-                logger.message(line)
+                logger.message(line(closed))
             logger.close()
 
 

@@ -198,9 +198,10 @@ def run_record(config, logdir: pathlib.Path) -> int:
         loop.run_until_stopped(stop)
         share = core.unmatched / max(1, core.ticks)
         logger.write(loop.steps, {"record/ticks": core.ticks, "record/unmatched": core.unmatched})
-        summary.append(f"\nrecord: stopped ({stop.reason or 'limit'}) after {loop.steps} steps, "
-                       f"{loop.episodes} episodes{loop.bad_obs_note()}; {core.unmatched} ticks ({100 * share:.1f}%) held keys "
-                       f"no action holds, recorded as the nearest action; written to {folder}")
+        played = (f"\nrecord: stopped ({stop.reason or 'limit'}) after {loop.steps} steps, "
+                  f"{loop.episodes} episodes{loop.bad_obs_note()}; {core.unmatched} ticks "
+                  f"({100 * share:.1f}%) held keys no action holds, recorded as the nearest action")
+        summary.append(lambda closed: played + (f"; written to {folder}" if closed else ""))
     return 0
 
 

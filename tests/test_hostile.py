@@ -618,13 +618,19 @@ def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claim
 
 
 # replay.hold_s of the full-disk actor: the disk is freed as soon as the first outage is reported, and the
-# second outage lasts this long before the actor stops; less than metrics.PLAIN_STATUS_S, so the status
-# line that shows it is the one a new warning prints at once
+# second outage lasts this long before the actor stops (or is stopped sooner); less than
+# metrics.PLAIN_STATUS_S, so the status line that shows it is the one a new warning prints at once
 HOLD_S = 6
 
 
-def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path):
+@pytest.mark.parametrize("end", ["hold_s", "SIGINT"])
+def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path, end):
+    """A full disk: chunks held in memory while the actor plays on, all written once there is room;
+    full again, the actor stops after replay.hold_s (or at a SIGINT before), its last lines naming
+    how long the disk refused the chunks, the steps lost and those written (never "replay flushed")."""
     import re
+    import signal
+    import time
 
     from conftest import poll
 
@@ -651,23 +657,41 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             filler.unlink()
             poll("the held chunks written", lambda: "the disk takes chunks again" in out.read_text(),
                  timeout=30)
+            seen = len(out.read_text())
             fill(disk)
+            full = time.monotonic()
             line = poll("a status line that says so", lambda: re.search(
                 r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .* \| replay: \d+ steps held in memory for "
                 r"\d+ s, cannot write them \(OSError: No space left on device\); retrying, stopping "
-                rf"after {HOLD_S} s", out.read_text()), timeout=HOLD_S)
+                rf"after {HOLD_S} s", out.read_text()[seen:]), timeout=HOLD_S)
             assert float(line.group(1)) > 40  # the game is played at its rate meanwhile
+            if end == "SIGINT":
+                actor.send_signal(signal.SIGINT)
             assert actor.wait(60) == 2, out.read_text() + err.read_text()
+            ended = time.monotonic()
         finally:
             actor.kill()
             actor.wait()
         lines = err.read_text().strip().splitlines()
-        assert len(lines) == 1 and re.fullmatch(
-            rf"actor: error: replay: could not write to {logdir / 'replay'} for {HOLD_S} s "
-            r"\(replay.hold_s\): "
-            r"OSError: No space left on device; \d+ steps held in memory are lost", lines[0]), lines
-        seqs = sorted(c.seq for c in list_chunks(logdir / "replay").values())
+        why = "replay.hold_s" if end == "hold_s" else "then stopped, before replay.hold_s"
+        said = re.fullmatch(
+            rf"actor: error: replay: could not write to {logdir / 'replay'} for (\d+) s "
+            rf"\({why}\): OSError: No space left on device; (\d+) steps held in memory are lost, "
+            r"(\d+) steps were written", lines[-1])
+        assert len(lines) == 1 and said, lines
+        refused, lost, written = map(int, said.groups())
+        assert refused <= ended - full + 0.5  # the true time, from its first failure after the fill
+        assert refused >= HOLD_S if end == "hold_s" else refused < HOLD_S
+        chunks = list_chunks(logdir / "replay").values()
+        assert written == sum(c.length for c in chunks) and lost > 0
+        seqs = sorted(c.seq for c in chunks)
         assert seqs == list(range(len(seqs))) and len(seqs) >= 3  # nothing lost while held: no gap
+        text = out.read_text()
+        assert "replay flushed" not in text, text[-2000:]
+        if end == "SIGINT":  # the actor's last line: what it played, every step of it written or lost
+            played = re.findall(r"^actor 0: stopped \(SIGINT\) after (\d+) steps, \d+ episodes, "
+                                r"\d+ late ticks$", text, re.M)
+            assert played == [str(written + lost)], text[-2000:]
 
 
 def misbehaving_actor(logdir: pathlib.Path, fault: str, at: int, *args):

@@ -9,8 +9,8 @@ chunk name.
 
 A chunk the disk refuses (full, or a share that went away) is held in memory and written again every
 RETRY_S, oldest first, together with every later chunk; `held()` says so for the actor's status line.
-Only when the oldest has waited `hold_s` does add() raise, and close() makes one last try and names
-the steps it could not write.
+Only when the oldest has waited `hold_s` does add() raise, and close() makes one last try; what it
+could not write is raised as one line: the steps lost and written, and how long the disk refused them.
 
 A folder deleted during a run is made again by the next chunk write, with the files it held beside the
 chunks when the Writer started (spaces.json: the actor saves it before making its sink), said in one
@@ -61,11 +61,13 @@ class Writer:
         self.chunk_seconds = chunk_seconds
         self.hold_s = hold_s
         self.chunks_written = 0
+        self.steps_written = 0  # in the chunks written
         self._held: collections.deque = collections.deque()  # (name, arrays) the disk refused
         self._held_steps = 0
         self._held_since: float | None = None  # monotonic time of the oldest held chunk's failure
         self._problem = ""  # why the disk refuses them
-        self._gave_up = False  # held longer than hold_s
+        self._gave_up = False  # held longer than hold_s, or closed while held
+        self._refused_s = 0.0  # how long the disk had refused the oldest held chunk when given up
         self._spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
         self._buffer: dict[str, np.ndarray] | None = None
         self._count = 0
@@ -176,9 +178,18 @@ class Writer:
         if self._error is not None:
             raise UserError(f"replay writer cannot write to {self.directory}: {self._error}")
         if self._gave_up:
-            lost = f"; {self._held_steps} steps held in memory are lost" if self._closed else ""
-            raise UserError(f"replay: could not write to {self.directory} for {self.hold_s:.0f} s "
-                            f"(replay.hold_s): {self._problem}{lost}")
+            raise UserError(self._gave_up_line())
+
+    def _gave_up_line(self) -> str:
+        """Why the held chunks were given up: how long the disk refused them (hold_s reached, or a
+        close before) and, once closed, the steps lost and those written."""
+        why = "replay.hold_s" if self._refused_s >= self.hold_s else "then stopped, before replay.hold_s"
+        line = (f"replay: could not write to {self.directory} for {self._refused_s:.0f} s ({why}): "
+                f"{self._problem}")
+        if self._closed:
+            line += (f"; {self._held_steps} steps held in memory are lost, {self.steps_written} "
+                     "steps were written")
+        return line
 
     def _run(self) -> None:
         while True:
@@ -218,14 +229,16 @@ class Writer:
                     self._held_since = now
                 self._problem = f"{type(e).__name__}: {e.strerror or e}"
                 if last or now - self._held_since >= self.hold_s:
-                    self._gave_up = True
+                    self._gave_up, self._refused_s = True, now - self._held_since
                 return
             except Exception as e:  # not the disk: reported on the next add/flush/close
                 log.error("replay writer failed to write %s: %s", name, e)
                 self._error = e
                 return
             self._held.popleft()
-            self._held_steps -= len(next(iter(arrays.values())))
+            steps = len(next(iter(arrays.values())))
+            self._held_steps -= steps
+            self.steps_written += steps
             self.chunks_written += 1
             self._said_gone = False
         if not self._held:
