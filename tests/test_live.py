@@ -484,6 +484,70 @@ def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
     assert any("env/live/capture_ms" in m for m in metrics)
 
 
+FROZEN_S, FROZEN_FOR = 1.5, 4.0  # env.live.frozen_s of the test; how long the game stays stopped
+
+
+@pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
+def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvfb, tmp_path):
+    """The game's process stopped (SIGSTOP) under the actor: once its picture and memory values have
+    not changed for env.live.frozen_s, the episode ends (a truncation), keys go up, one line says so
+    and no step is stored until the game runs again (SIGCONT), when a new episode begins."""
+    import re
+
+    from conftest import poll
+
+    from dreamer_live.replay.chunk import list_chunks
+
+    conn = xvfb.xlib()
+    logdir, out = tmp_path / "run", tmp_path / "actor.out"
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        profile = write_profile(tmp_path, game.export)
+        with out.open("w") as f:
+            actor = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), "--configs", "debug",
+                 "catcher_live", "--env.profile", str(profile), "--env.live.display", xvfb.name,
+                 "--env.live.frozen_s", str(FROZEN_S), "--run.quiet", "true", "--actor.duration", "120",
+                 "--replay.chunk_seconds", "0.5"],
+                cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=xvfb.env())
+        frozen = re.compile(r"live: 'dreamer_live Catcher' froze: its picture and memory values have not "
+                            rf"changed for {FROZEN_S:g} s \(env.live.frozen_s\); keys released, waiting "
+                            r"for the game")
+
+        def stored(key: str) -> np.ndarray:
+            return read_replay(logdir / "replay", key)[key] if list_chunks(logdir / "replay") else \
+                np.zeros(0)
+
+        try:
+            poll("the actor playing", lambda: len(stored("tick_time")) >= 15, timeout=120)
+            os.kill(game.pid, signal.SIGSTOP)
+            stopped = time.time()
+            try:
+                poll("the line saying it froze", lambda: frozen.search(out.read_text()), timeout=15)
+                assert not key_down(conn, "Left") and not key_down(conn, "Right")
+                time.sleep(max(0.0, stopped + FROZEN_FOR - time.time()))  # the fault lasts FROZEN_FOR s
+            finally:
+                os.kill(game.pid, signal.SIGCONT)
+            moved = time.time()
+            poll("a new episode once it moves", lambda: (stored("tick_time")[stored("is_first")]
+                                                         > moved).any(), timeout=30)
+            actor.send_signal(signal.SIGINT)
+            assert actor.wait(60) == 0, out.read_text()[-3000:]
+        finally:
+            if actor.poll() is None:
+                actor.kill()
+                actor.wait()
+    conn.close()
+    text = out.read_text()
+    assert len(frozen.findall(text)) == 1, text[-3000:]
+    assert re.search(frozen.pattern + r"\nlive: playing 'dreamer_live Catcher'", text), text[-3000:]
+    ticks = read_replay(logdir / "replay", "tick_time", "is_first", "is_last", "is_terminal")
+    times = ticks["tick_time"]
+    cut = np.flatnonzero(times <= stopped + FROZEN_S + 1.0)[-1]  # its step found the game frozen
+    assert ticks["is_last"][cut] and not ticks["is_terminal"][cut]
+    # nothing stored from then until the game moved; then a new episode
+    assert times[cut + 1] > moved and ticks["is_first"][cut + 1], (times[cut - 2:cut + 3] - stopped)
+
+
 def _supertux() -> str:
     debian = "/usr/games/supertux2"  # /usr/games is not on every PATH
     return shutil.which("supertux2") or (debian if os.path.exists(debian) else "")

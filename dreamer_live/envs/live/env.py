@@ -7,9 +7,11 @@ terminal conditions end an episode as a death.
 
 The game never waits: `act` holds the action's keys until the next `act`. Keys are released when the
 action changes, when an episode ends, on pause/stop hotkeys, when the window loses focus, when the game
-disappears, on close, at exit and on SIGINT/SIGTERM (keys.py). A vanished game, a focus loss or a pause
-ends the episode as a truncation (is_last, not is_terminal) and `reset` waits for the game to return
-(env.live.wait_s), launching it again when the profile has a launch command.
+disappears or freezes, on close, at exit and on SIGINT/SIGTERM (keys.py). A vanished game, a focus loss
+or a pause ends the episode as a truncation (is_last, not is_terminal) and `reset` waits for the game to
+return (env.live.wait_s), launching it again when the profile has a launch command. A game whose
+picture and memory values have not changed for env.live.frozen_s (hung, stopped, or still on purpose:
+a menu, a cutscene) is gone in the same way: `reset` waits until it changes again.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class LiveOptions:
     pause_key: str = "f9"
     stop_key: str = "f10"
     black_timeout_s: float = 10.0
+    frozen_s: float = 10.0
 
     @classmethod
     def from_config(cls, live) -> LiveOptions:
@@ -76,6 +79,10 @@ class LiveOptions:
 
 class _Stopped(Exception):
     """A wait was cut short by the stop key or a stop signal."""
+
+
+class _Frozen(GameGone):
+    """The game's picture and memory values have not changed for env.live.frozen_s."""
 
 
 class LiveEnv(Env):
@@ -125,9 +132,13 @@ class LiveEnv(Env):
         self._hot_down: set[str] = set()
         self._black_since: float | None = None
         self._warned_black = False
+        self._sensed: tuple | None = None  # (image, values) as they last changed in play, and when
+        self._moved_at = 0.0
+        self._frozen: tuple | None = None  # (image, values) of a game that froze, until it changes
         self._stats = {k: collections.deque(maxlen=STATS_KEPT)
                        for k in ("capture_ms", "memory_ms", "input_ms")}
-        self._counts = {"reconnects": 0, "focus_losses": 0, "memory_errors": 0, "pauses": 0}
+        self._counts = {"reconnects": 0, "focus_losses": 0, "memory_errors": 0, "pauses": 0,
+                        "freezes": 0}
         self._closed = False
 
     # --- Env protocol -------------------------------------------------------------------------------------
@@ -152,6 +163,7 @@ class LiveEnv(Env):
         except _Stopped:
             return self._stopped_obs()
         self._interrupt, self._over, self._prev = "", False, values
+        self._sensed, self._moved_at = (image, values), time.monotonic()
         self._last = self._obs(image, values, 0.0, first=True)
         return self._last
 
@@ -185,6 +197,7 @@ class LiveEnv(Env):
             return self._end_obs(terminal=False)
         try:
             image, values = self._sense()
+            self._check_frozen(image, values)
         except GameGone as e:
             self._lost(str(e))
             return self._end_obs(terminal=False)
@@ -306,6 +319,25 @@ class LiveEnv(Env):
                 values[name] = self._prev.get(name, 0.0)  # e.g. a level loading: keep the last reading
         return values
 
+    def _check_frozen(self, image, values) -> None:
+        """_Frozen once the picture and every memory value have stayed as they are for
+        env.live.frozen_s (0: never); reset() then waits until they change (_await_change)."""
+        if not self.options.frozen_s:
+            return
+        now = time.monotonic()
+        if not _same((image, values), self._sensed):
+            self._sensed, self._moved_at = (image, values), now
+        elif now - self._moved_at >= self.options.frozen_s:
+            self._frozen = self._sensed
+            self._counts["freezes"] += 1
+            raise _Frozen(f"{self._window.title!r} froze: its {self._sensed_what()} have not changed "
+                          f"for {self.options.frozen_s:g} s (env.live.frozen_s)")
+
+    def _sensed_what(self) -> str:
+        """What a freeze is judged on: the picture and/or the memory values."""
+        return " and ".join(name for name, on in (("picture", self.capture is not None),
+                                                  ("memory values", bool(self._specs))) if on)
+
     def _check_black(self, image: np.ndarray) -> None:
         if not is_black(image):
             self._black_since, self._warned_black = None, False
@@ -329,6 +361,8 @@ class LiveEnv(Env):
             self._window = window
             try:
                 self._open_memory(deadline)
+                if self._frozen is not None:
+                    self._await_change(deadline)
                 if self.capture is not None:
                     self._await_picture(deadline)
             except GameGone as e:
@@ -371,6 +405,16 @@ class LiveEnv(Env):
             if time.monotonic() >= until:
                 raise UserError(f"{self.profile.path}: {BLACK_HINT}")
             self._sleep(0.2)
+
+    def _await_change(self, deadline: float) -> None:
+        """After a freeze: sense until the picture or a memory value differs from the frozen ones
+        (a UserError at `deadline`, env.live.wait_s, as for a window that never came back)."""
+        while _same(self._sense(), self._frozen):
+            if time.monotonic() >= deadline:
+                raise UserError(f"live game: {self._window.title!r} has not changed for "
+                                f"{self.options.wait_s:.0f} s (env.live.wait_s) since it froze")
+            self._sleep(0.1)
+        self._frozen = None
 
     def _lost(self, why: str) -> None:
         """The game went away: keys up, forget the window and process."""
@@ -477,3 +521,12 @@ class LiveEnv(Env):
             if time.monotonic() >= end:
                 return False
             self._sleep(0.05)
+
+
+def _same(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two (image or None, {name: value}) readings are equal, pixel for pixel."""
+    if a is None or b is None:
+        return False
+    (image_a, values_a), (image_b, values_b) = a, b
+    return values_a == values_b and (image_a is None if image_b is None
+                                     else image_a is not None and np.array_equal(image_a, image_b))
