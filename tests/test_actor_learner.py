@@ -274,21 +274,35 @@ def test_second_actor_start_hits_the_compile_cache(tmp_path):
     assert second["actor/compiles"] < first["actor/compiles"]
 
 
-def run_until_training(logdir, *args):
+@contextlib.contextmanager
+def training_run(logdir, *args):
     """`python -m dreamer_live.run` (its own status line on) once its learner trains and its actor has
-    heard from it; returns the run and its children's pids by name."""
-    from procfs import descendants
+    heard from it: the run and its children's pids by name; whatever of them a failed test left
+    running is killed on the way out."""
+    from procfs import alive, descendants
 
     run = start("dreamer_live.run", logdir, "--run.quiet", "false", "--learner.nice", "0",
                 "--learner.idle", "false", *args)  # a learner that the other load cannot starve
-    heard = wait_for("the learner training, heard from by the actor", lambda: lines(
-        logdir, "learner", key="learner/updates_per_s") and [
-        r for r in lines(logdir, "actor", key="actor/learner_silent_s")
-        if r["actor/learner_silent_s"] is not None], 150, [run])
-    children = {"learner": heard and lines(logdir, "learner", key="learner/pid")[-1]["learner/pid"],
-                "actor": lines(logdir, "actor", key="actor/pid")[-1]["actor/pid"]}
-    assert set(children.values()) <= descendants(run.pid)
-    return run, children
+    children: dict[str, int] = {}
+    try:
+        heard = wait_for("the learner training, heard from by the actor", lambda: lines(
+            logdir, "learner", key="learner/updates_per_s") and [
+            r for r in lines(logdir, "actor", key="actor/learner_silent_s")
+            if r["actor/learner_silent_s"] is not None], 150, [run])
+        children.update(learner=heard and lines(logdir, "learner", key="learner/pid")[-1]["learner/pid"],
+                        actor=lines(logdir, "actor", key="actor/pid")[-1]["actor/pid"])
+        assert set(children.values()) <= descendants(run.pid)
+        yield run, children
+    finally:
+        for pid in [*children.values(), *(descendants(run.pid) if run.poll() is None else ())]:
+            if alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                    os.kill(pid, signal.SIGKILL)
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        run.out.close()
 
 
 @contextlib.contextmanager
@@ -308,14 +322,8 @@ def ended(run, timeout=120):
     from procfs import alive, descendants
 
     below = descendants(run.pid)
-    try:
-        code = run.wait(timeout=timeout)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-        run.out.close()
-    return code, pathlib.Path(run.out.name).read_text(), [p for p in below if alive(p)]
+    code = run.wait(timeout=timeout)
+    return code, output(run), [p for p in below if alive(p)]
 
 
 def stop_twice(run, first, second, children):
@@ -356,13 +364,13 @@ def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path
     args = ["--run.log_every", "0.5", "--actor.param_interval", "0.5"]
     after = transport.silent_after_s(configlib.resolve(["debug"], configlib.parse_overrides(args)))
     assert after == 3.0
-    run, children = run_until_training(tmp_path / "run", *args)
-    seen = len(output(run))
-    with stopped(children["learner"]):
-        said = wait_for("run's line saying so", lambda: re.search(
-            r"\| learner silent (\d+) s", output(run)[seen:]), 30, [run])
-    assert int(said.group(1)) >= after
-    code, text, left = stop_twice(run, signal.SIGINT, signal.SIGINT, children)
+    with training_run(tmp_path / "run", *args) as (run, children):
+        seen = len(output(run))
+        with stopped(children["learner"]):
+            said = wait_for("run's line saying so", lambda: re.search(
+                r"\| learner silent (\d+) s", output(run)[seen:]), 30, [run])
+        assert int(said.group(1)) >= after
+        code, text, left = stop_twice(run, signal.SIGINT, signal.SIGINT, children)
     assert code == 0 and "Traceback" not in text, text[-3000:]
     assert said_about_signals(text) == [("SIGINT", STOPPING), ("SIGINT", ALREADY)], text[-3000:]
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
@@ -374,10 +382,10 @@ def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path):
     terminal that started it closed) is said in one line and stops both as Ctrl-C does; a SIGTERM
     while they save is one more line and cuts nothing short; all exit 0, none is left."""
     logdir = tmp_path / "run"
-    run, children = run_until_training(logdir)
-    wait_for("the actor on a version of the learner's",
-             lambda: lines(logdir, "actor", key="actor/swap_version"), 60, [run])
-    code, text, left = stop_twice(run, signal.SIGHUP, signal.SIGTERM, children)
+    with training_run(logdir) as (run, children):
+        wait_for("the actor on a version of the learner's",
+                 lambda: lines(logdir, "actor", key="actor/swap_version"), 60, [run])
+        code, text, left = stop_twice(run, signal.SIGHUP, signal.SIGTERM, children)
     assert code == 0 and "Traceback" not in text, text[-3000:]
     assert said_about_signals(text) == [("SIGHUP", STOPPING), ("SIGTERM", ALREADY)], text[-3000:]
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
