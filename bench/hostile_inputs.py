@@ -13,19 +13,9 @@ reason.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import pathlib
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 
-from smoke import add_smoke
+import pytest_cases  # the runner, its pytest plugin and the table, shared with bench/faults.py
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULTS_ENV = "HOSTILE_INPUTS_RESULTS"  # where the plugin half of this file appends one line a test
 H, E, C = "tests/test_hostile.py::", "tests/test_cli_errors.py::", "tests/test_checkpoint.py::"
 CHUNK = H + "test_a_hostile_chunk_is_quarantined_with_its_reason_and_hides_nothing"
 CASES = [  # (issue item, case, expected, tests)
@@ -70,80 +60,21 @@ CASES = [  # (issue item, case, expected, tests)
 ]
 
 
-def pytest_runtest_logreport(report) -> None:
-    """pytest hook (this file is also the plugin): one JSON line per test outcome."""
-    if report.when != "call" and report.passed:
-        return  # set-up and tear-down that passed say nothing
-    if report.skipped:
-        message = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    elif report.failed:
-        lines = [line for line in report.longreprtext.splitlines() if line.startswith("E ")]
-        message = (lines or report.longreprtext.splitlines()[-1:] or ["failed"])[0][:200]
-    else:
-        message = ""
-    with open(os.environ[RESULTS_ENV], "a") as f:
-        f.write(json.dumps({"id": report.nodeid, "outcome": report.outcome, "message": message,
-                            "seconds": report.duration}) + "\n")
-
-
-def observed(tests: list[str], results: dict[str, dict]) -> str:
-    """One cell: 'as expected' with the time taken, or what went otherwise."""
-    mine = [r for nodeid, r in results.items()
-            if any(nodeid == t or nodeid.startswith(t + "[") for t in tests)]
-    if not mine:
-        return "not run"
-    bad = [r for r in mine if r["outcome"] == "failed"]
-    if bad:
-        return f"NOT AS EXPECTED: {bad[0]['message'].removeprefix('E ').strip()}"
-    skipped = [r for r in mine if r["outcome"] == "skipped"]
-    if len(skipped) == len(mine):
-        return f"skipped: {skipped[0]['message']}"
-    runs = len(mine) - len(skipped)
-    text = f"as expected ({runs} run{'s' * (runs > 1)}, {sum(r['seconds'] for r in mine):.0f} s)"
-    return text + (f"; skipped: {skipped[0]['message']}" if skipped else "")
-
 def main() -> int:
     """Run every case's tests, then print the table; exit 1 when any case went otherwise, pytest could
     not run them or none ran."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-k", default="", help="run only the tests pytest's -k selects")
-    p.add_argument("--per-case-s", type=float, default=300.0, help="time limit of each test")
-    p.add_argument("--total-s", type=float, default=1800.0, help="time limit of the whole probe")
-    add_smoke(p)
+    pytest_cases.add_arguments(p, per_case_s=300.0, total_s=1800.0)
     args = p.parse_args()
     if args.smoke:  # a hostile chunk in a real actor's replay, and a lying latest.json
         args.k, args.per_case_s, args.total_s = "zip or latest_json", 120.0, 240.0
     tests = [t for _, _, _, group in CASES for t in group]
-    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
-        results_path = pathlib.Path(tmp) / "results.jsonl"
-        results_path.touch()
-        env = dict(os.environ, **{RESULTS_ENV: str(results_path), "JAX_PLATFORMS": "cpu"},
-                   PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench"),
-                                               os.environ.get("PYTHONPATH", "")]))
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "hostile_inputs", "-p", "no:cacheprovider",
-                   "--basetemp", str(pathlib.Path(tmp) / "t"), "--timeout", str(args.per_case_s),
-                   *(["-k", args.k] if args.k else []), *tests]
-        began = time.monotonic()
-        with open(pathlib.Path(tmp) / "pytest.txt", "w+") as log:
-            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            try:
-                proc.wait(args.total_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # its children (actors, learners) too
-                proc.wait()
-                print(f"stopped at the time limit ({args.total_s:.0f} s); cases not reached: 'not run'")
-            broken = proc.returncode not in (0, 1, -signal.SIGKILL, 5)  # 5: -k selected nothing
-            if broken:
-                log.seek(0)
-                print("pytest could not run the cases:\n" + "".join(log.readlines()[-15:]))
-        results = {r["id"]: r for r in map(json.loads, results_path.read_text().splitlines())}
-    rows = [(item, case, expected, observed(group, results)) for item, case, expected, group in CASES]
-    print(f"issue 17 hostile probe: {len(results)} tests in {time.monotonic() - began:.0f} s\n")
-    print("| # | case | expected | observed |\n|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    return 1 if broken or not results or any(row[3].startswith("NOT") for row in rows) else 0
+    done = pytest_cases.run(tests, args.k, args.per_case_s, args.total_s, prefix="hostile-")
+    rows = [[item, case, expected, pytest_cases.observed(group, done.results)]
+            for item, case, expected, group in CASES]
+    pytest_cases.print_table(f"issue 17 hostile probe: {len(done.results)} tests in {done.seconds:.0f} s",
+                             ["#", "case", "expected", "observed"], rows)
+    return 1 if done.failed([row[3] for row in rows]) else 0
 
 
 if __name__ == "__main__":
