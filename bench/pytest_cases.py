@@ -68,7 +68,8 @@ class Run:
 
 def run(tests: list[str], k: str, per_case_s: float, total_s: float, prefix: str) -> Run:
     """Run `tests` (pytest node ids; -k `k` selects among them) in a temporary folder, each under
-    `per_case_s` and all under `total_s` (then killed with every process below, the rest 'not run')."""
+    `per_case_s` and all under `total_s` (then killed with every process below, the rest 'not run').
+    When a test fails, pytest's output is kept in a file outside that folder and its path printed."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         results_path, basetemp = pathlib.Path(tmp) / "results.jsonl", pathlib.Path(tmp) / "t"
         results_path.touch()
@@ -92,10 +93,16 @@ def run(tests: list[str], k: str, per_case_s: float, total_s: float, prefix: str
             if broken:
                 log.seek(0)
                 print("pytest could not run the cases:\n" + "".join(log.readlines()[-15:]))
-        scratch = re.compile(re.escape(str(basetemp.resolve())) + r"/[^/\s'\"]+|" +
-                             re.escape(str(basetemp)) + r"/[^/\s'\"]+")
-        text = scratch.sub(TMP, results_path.read_text())  # JSON-escaped paths: none on Linux
-        results = {r["id"]: r for r in map(json.loads, text.splitlines())}
+            scratch = re.compile(re.escape(str(basetemp.resolve())) + r"/[^/\s'\"]+|" +
+                                 re.escape(str(basetemp)) + r"/[^/\s'\"]+")
+            text = scratch.sub(TMP, results_path.read_text())  # JSON-escaped paths: none on Linux
+            results = {r["id"]: r for r in map(json.loads, text.splitlines())}
+            if any(r["outcome"] == "failed" for r in results.values()):  # the whole story, kept
+                fd, kept = tempfile.mkstemp(prefix=prefix, suffix="-pytest.txt")
+                log.seek(0)
+                with os.fdopen(fd, "w") as f:
+                    f.write(log.read())
+                print(f"pytest's output (a case went otherwise): {kept}")
     return Run(results, time.monotonic() - began, broken)
 
 

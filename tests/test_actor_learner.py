@@ -344,6 +344,25 @@ ALREADY = (": already stopping; waiting up to N s for learner and actor to exit 
            "then killing what still runs")
 
 
+def played_and_kept(text: str, logdir: pathlib.Path) -> tuple[int, int]:
+    """The steps a run's actor says it played (its stop line) and those in its replay's chunks."""
+    import re
+
+    played = re.search(r"^actor 0: stopped \(\w+\) after (\d+) steps", text, re.M)
+    assert played, text[-3000:]
+    return int(played.group(1)), sum(c.length for c in list_chunks(logdir / "replay").values())
+
+
+def record_run(record_property, text: str, played: int, kept: int, *lines: str) -> None:
+    """A run test's figures for bench/faults.py's table: steps played and kept, and its own lines
+    (`lines`, then what run said about the signals it got)."""
+    import re
+
+    for name, value in (("steps_played", played), ("steps_kept", kept),
+                        *(("lines", line) for line in [*lines, *re.findall(r"^run: SIG\w+.*", text, re.M)])):
+        record_property(name, value)
+
+
 def said_about_signals(text: str) -> list[tuple[str, str]]:
     """run's lines about the signals it got: (signal, the rest with the seconds left as N)."""
     import re
@@ -352,7 +371,7 @@ def said_about_signals(text: str) -> list[tuple[str, str]]:
     return [(name, re.sub(r"\d+ s", "N s", rest)) for name, rest in said]
 
 
-def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path):
+def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path, record_property):
     """The learner stopped (SIGSTOP): run's own line says `learner silent N s` as soon as the actor's
     rule holds (transport.silent_after_s: 5 heartbeats of 0.5 s and a 0.5 s poll), not at its next
     30 s line. Ctrl-C twice: a line each, the second forwarded to no child (no traceback from one
@@ -368,16 +387,19 @@ def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path
         seen = len(output(run))
         with stopped(children["learner"]):
             said = wait_for("run's line saying so", lambda: re.search(
-                r"\| learner silent (\d+) s", output(run)[seen:]), 30, [run])
+                r"[^\r\n]*\| learner silent (\d+) s[^\r\n]*", output(run)[seen:]), 30, [run])
         assert int(said.group(1)) >= after
         code, text, left = stop_twice(run, signal.SIGINT, signal.SIGINT, children)
     assert code == 0 and "Traceback" not in text, text[-3000:]
     assert said_about_signals(text) == [("SIGINT", STOPPING), ("SIGINT", ALREADY)], text[-3000:]
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
     assert not left
+    played, kept = played_and_kept(text, tmp_path / "run")
+    record_run(record_property, text, played, kept, said.group(0).strip())
+    assert kept == played  # the actor's last chunk flushed while the learner was silent, then stopped
 
 
-def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path):
+def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path, record_property):
     """dreamer_live.run: both children on one logdir, the actor on the learner's versions. SIGHUP (the
     terminal that started it closed) is said in one line and stops both as Ctrl-C does; a SIGTERM
     while they save is one more line and cuts nothing short; all exit 0, none is left."""
@@ -391,9 +413,12 @@ def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path):
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
     assert list((logdir / "checkpoint").glob("state_*.msgpack")) and not left
     assert "run: done" in text
+    played, kept = played_and_kept(text, logdir)
+    record_run(record_property, text, played, kept)
+    assert kept == played  # every step the actor played is in the replay
 
 
-def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(tmp_path):
+def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(tmp_path, record_property):
     """`rm -rf DIR/replay` while both play and train: the actor's next chunk makes the folder and its
     spaces.json again, and every step not in a deleted chunk is kept; the learner says so in one
     line and trains on (its count of steps written never falls)."""
@@ -437,9 +462,16 @@ def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(t
     seqs = sorted(c.seq for c in new)
     assert seqs == list(range(max(c.seq for c in old) + 1, seqs[-1] + 1))  # no gap after the deletion
     played = int(re.search(r"actor 0: stopped \(SIGINT\) after (\d+) steps", said["actor"]).group(1))
-    assert sum(c.length for c in old) + sum(c.length for c in new) == played  # every step kept
-    assert len(re.findall(rf"replay: {re.escape(str(replay))} was gone; making it again with "
-                          r"spaces.json, writing on from chunk ", said["actor"])) == 1, said["actor"]
-    assert len(re.findall(rf"replay: {re.escape(str(replay))} (shrank|is gone): \d+ chunks \(\d+ steps\) "
-                          r"loaded from it are no longer on disk; training goes on with the \d+ steps "
-                          r"held in memory and new chunks", said["learner"])) == 1, said["learner"]
+    kept = sum(c.length for c in old) + sum(c.length for c in new)
+    actor_said = re.findall(rf".*replay: {re.escape(str(replay))} was gone; making it again with "
+                            r"spaces.json, writing on from chunk .*", said["actor"])
+    learner_said = re.findall(rf".*replay: {re.escape(str(replay))} (?:shrank|is gone): \d+ chunks "
+                              r"\(\d+ steps\) loaded from it are no longer on disk; training goes on with "
+                              r"the \d+ steps held in memory and new chunks.*", said["learner"])
+    # bench/faults.py's table (steps kept: in the folder before the deletion and after)
+    for name, value in (("steps_played", played), ("steps_kept", kept),
+                        *(("lines", line) for line in actor_said + learner_said)):
+        record_property(name, value)
+    assert kept == played  # every step kept
+    assert len(actor_said) == 1, said["actor"]
+    assert len(learner_said) == 1, said["learner"]

@@ -23,11 +23,13 @@ def command(module, *args, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_line_error(result, pattern):
+def assert_one_line_error(result, pattern) -> str:
+    """Assert a non-zero exit and one stderr line matching `pattern`; return that line."""
     lines = stderr_lines(result.stderr)
     assert result.returncode != 0, result
     assert len(lines) == 1, result.stderr
     assert re.search(pattern, lines[0]), lines[0]
+    return lines[0]
 
 
 @pytest.mark.parametrize("module", COMMANDS)
@@ -208,7 +210,7 @@ WRONG_SHAPES = [  # issue 33: a traceback, or an unknown key without the file, b
 
 @pytest.mark.parametrize("text, message", WRONG_SHAPES, ids=["list", "scalar", "nested", "typo"])
 @pytest.mark.parametrize("where", ["logdir", "preset"])
-def test_wrong_shaped_config_file_is_one_line_naming_it(tmp_path, where, text, message):
+def test_wrong_shaped_config_file_is_one_line_naming_it(tmp_path, where, text, message, record_property):
     """A logdir's config.yaml on restart, and a preset file named with --configs, are read by one
     reader: a wrong shape is one line naming the file and the key, exit status 2."""
     if where == "logdir":
@@ -220,5 +222,6 @@ def test_wrong_shaped_config_file_is_one_line_naming_it(tmp_path, where, text, m
         args = ["--logdir", tmp_path / "run", "--configs", "debug", path]
     path.write_text(text)
     result = command("dreamer_live.learner", *args)
-    assert_one_line_error(result, r"^learner: error: " + re.escape(str(path)) + ": " + message)
+    line = assert_one_line_error(result, r"^learner: error: " + re.escape(str(path)) + ": " + message)
     assert result.returncode == 2
+    record_property("lines", line)  # bench/faults.py's table

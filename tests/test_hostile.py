@@ -108,7 +108,8 @@ def test_learner_skips_non_finite_updates_then_stops_with_one_line(base, initial
     assert files and all(finite_file(path) for path in files)
 
 
-def test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss(base, initial, tmp_path):
+def test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss(base, initial, tmp_path,
+                                                                              record_property):
     """A checkpoint at the train ratio of the replay it resumes on (100 updates of 4 x 16 steps at
     ratio 32 on 200 steps): its status line (drawn on a terminal: a pty) says no update yet."""
     import pty
@@ -150,6 +151,7 @@ def test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss(ba
         os.close(terminal)
     statuses = [s for s in re.split(r"[\r\n]+", shown.decode(errors="replace")) if "updates |" in s]
     assert statuses and all(re.search(r"\| v\d+ \| no update yet\s*$", s) for s in statuses), statuses
+    record_property("lines", statuses[-1].strip())  # bench/faults.py's table
     assert "learner: stopped (SIGINT) at 100 updates (0 this run)" in shown.decode(), shown.decode()
 
 
@@ -358,9 +360,10 @@ def test_a_second_actor_with_the_same_id_is_refused_and_a_dead_ones_lock_taken_o
         first.wait()
 
 
-def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
+def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over(tmp_path, record_property):
     """Learners on a logdir with no spaces.json wait for an actor: they hold the lock, nothing else."""
     import json
+    import re
     import signal
 
     from conftest import poll
@@ -389,6 +392,7 @@ def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over
         line = error_line(command("dreamer_live.learner", logdir, timeout=60))
         assert line == (f"learner: error: a learner already runs on this logdir (pid {first.pid} on "
                         f"host {host}, lock {lock}); stop it first")
+        record_property("lines", line)  # bench/faults.py's table
         # an offline learner locks the logdir it writes: it gets past the lock to the empty replay
         offline = tmp_path / "offline"
         line = error_line(command("dreamer_live.learner", offline, "--offline", "--replay",
@@ -400,8 +404,10 @@ def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over
         out = tmp_path / "third.txt"
         third = learner(out)
         poll("the next learner's lock", lambda: holder() == third.pid, timeout=60)
-        poll("its line", lambda: f"learner: took over learner.lock from pid {first.pid} on host "
-             f"{host}, which stopped without releasing it" in out.read_text(), timeout=30)
+        took = poll("its line", lambda: re.search(
+            rf"learner: took over learner.lock from pid {first.pid} on host {re.escape(host)}, which "
+            r"stopped without releasing it.*", out.read_text()), timeout=30)
+        record_property("lines", took.group(0))
         third.send_signal(signal.SIGINT)
         assert third.wait(60) == 0, out.read_text()
         assert lock.read_text() == ""  # released on a clean exit
@@ -564,7 +570,7 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
 
 
 def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claims_no_lost_version(
-        base, tmp_path):
+        base, tmp_path, record_property):
     """DIR/params deleted mid-run is made again at the next publish; a learner whose last publish
     fails (a file where the folder was) does not say it published."""
     import re
@@ -612,9 +618,13 @@ def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claim
         learner.kill()
         learner.wait()
     text = out.read_text()
-    assert "learner: cannot write parameters (File exists)" in text
-    assert re.search(r"learner: stopped \(SIGTERM\) at \d+ updates \(\d+ this run\); parameters not "
-                     r"published; checkpoint ", text), text[-2000:]
+    refused = re.search(r"learner: cannot write parameters \(File exists\).*", text)
+    assert refused, text[-2000:]
+    stopped = re.search(r"learner: stopped \(SIGTERM\) at \d+ updates \(\d+ this run\); parameters not "
+                        r"published; checkpoint .*", text)
+    assert stopped, text[-2000:]
+    for line in (refused, stopped):  # bench/faults.py's table
+        record_property("lines", line.group(0))
 
 
 # replay.hold_s of the full-disk actor: the disk is freed as soon as the first outage is reported, and the
@@ -624,7 +634,8 @@ HOLD_S = 6
 
 
 @pytest.mark.parametrize("end", ["hold_s", "SIGINT"])
-def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path, end):
+def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line(tmp_path, end,
+                                                                                     record_property):
     """A full disk: chunks held in memory while the actor plays on, all written once there is room;
     full again, the actor stops after replay.hold_s (or at a SIGINT before), its last lines naming
     how long the disk refused the chunks, the steps lost and those written (never "replay flushed")."""
@@ -680,6 +691,8 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             r"(\d+) steps were written", lines[-1])
         assert len(lines) == 1 and said, lines
         refused, lost, written = map(int, said.groups())
+        for name, value in (("steps_played", written + lost), ("steps_kept", written), ("lines", lines[-1])):
+            record_property(name, value)  # bench/faults.py's table
         assert refused <= ended - full + 0.5  # the true time, from its first failure after the fill
         assert refused >= HOLD_S if end == "hold_s" else refused < HOLD_S
         chunks = list_chunks(logdir / "replay").values()
@@ -719,7 +732,8 @@ def stored_steps(replay: pathlib.Path) -> dict:
     return {key: np.concatenate([chunk[key] for chunk in loaded]) for key in spec}
 
 
-def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stored(tmp_path):
+def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stored(tmp_path,
+                                                                                  record_property):
     """An env whose observation holds NaN from step 50 of each episode: the actor says so in one
     line, counts the rest, stores none of them, and ends each episode at step 49 (marked is_last, not
     is_terminal); the learner's own check accepts every chunk. (Infinity, another shape or dtype:
@@ -739,6 +753,9 @@ def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stor
     assert stopped, result.stdout
     played, episodes, bad = map(int, stopped.groups())
     steps = stored_steps(tmp_path / "replay")
+    for name, value in (("steps_played", f"{played} + {bad} bad observations"),
+                        ("steps_kept", len(steps["is_first"])), ("lines", said[0])):
+        record_property(name, value)  # bench/faults.py's table
     assert len(steps["is_first"]) == played == 320
     assert all(np.isfinite(steps[k]).all() for k in steps if steps[k].dtype.kind == "f")
     # episodes of 50 stored steps (the reset's observation and steps 1-49), each cut at its end
@@ -755,7 +772,8 @@ def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stor
     ("raise", "RuntimeError: the game crashed at step 50"),
     ("reshape", r"its observation does not match its declared space: 'vector' is \(5,\) float32, "
                 r"expected \(4,\) float32")], ids=["raise", "reshape"])
-def test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file(tmp_path, fault, error):
+def test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file(tmp_path, fault, error,
+                                                                            record_property):
     """An env that raises at step 50, or whose observation grows from 4 values to 5 there (before the
     policy sees it): one line naming the env, the step and the error, exit status 1; the traceback in
     DIR/actor-0-error.log; every step before it stored, in chunks that load."""
@@ -773,4 +791,9 @@ def test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file(tmp_
     assert re.search(error.replace("its observation does not match its declared space: ", ""),
                      trace.strip().splitlines()[-1]), trace
     steps = stored_steps(tmp_path / "replay")
+    # bench/faults.py's table: played, the steps before the one that failed (the reset's is step 0)
+    played = int(re.search(r"failed at step (\d+) ", lines[0]).group(1))
+    for name, value in (("steps_played", played), ("steps_kept", len(steps["is_first"])),
+                        ("lines", lines[0])):
+        record_property(name, value)
     assert len(steps["is_first"]) == 50 and steps["is_first"][0]  # the reset's and steps 1-49

@@ -488,7 +488,7 @@ FROZEN_S, FROZEN_FOR = 1.5, 4.0  # env.live.frozen_s of the test; how long the g
 
 
 @pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
-def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvfb, tmp_path):
+def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvfb, tmp_path, record_property):
     """The game's process stopped (SIGSTOP) under the actor: once its picture and memory values have
     not changed for env.live.frozen_s, the episode ends (a truncation), keys go up, one line says so
     and no step is stored until the game runs again (SIGCONT), when a new episode begins."""
@@ -539,9 +539,14 @@ def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvf
     conn.close()
     text = out.read_text()
     assert len(frozen.findall(text)) == 1, text[-3000:]
-    assert re.search(frozen.pattern + r"\nlive: playing 'dreamer_live Catcher'", text), text[-3000:]
+    said = re.search(".*" + frozen.pattern + r"\nlive: playing 'dreamer_live Catcher'.*", text)
+    assert said, text[-3000:]
     ticks = read_replay(logdir / "replay", "tick_time", "is_first", "is_last", "is_terminal")
     times = ticks["tick_time"]
+    played = re.findall(r"^actor 0: stopped \(SIGINT\) after (\d+) steps", text, re.M)
+    for name, value in (*(("steps_played", int(n)) for n in played), ("steps_kept", len(times)),
+                        *(("lines", line) for line in said.group(0).splitlines())):
+        record_property(name, value)  # bench/faults.py's table
     cut = np.flatnonzero(times <= stopped + FROZEN_S + 1.0)[-1]  # its step found the game frozen
     assert ticks["is_last"][cut] and not ticks["is_terminal"][cut]
     # nothing stored from then until the game moved; then a new episode
