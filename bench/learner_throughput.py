@@ -224,8 +224,8 @@ def image_layers(cfg, shape) -> list:
                        (lh, lw, cin), macs))
     if last:
         cin, cout = depths[last - 1], d.patch ** 2 * c
-        layers.append(("dec patch", nn.Dense(cout), (h >> last, w >> last, cin),
-                       (h >> last) * (w >> last) * cin * cout))
+        layers.append(("dec patch", nn.Conv(cout, (taps, taps), padding="SAME"),
+                       (h >> last, w >> last, cin), (h >> last) * (w >> last) * taps ** 2 * cin * cout))
     return layers
 
 

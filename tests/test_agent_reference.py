@@ -219,10 +219,10 @@ def test_patch_stem_is_one_dense_layer_on_each_patch():
                                rtol=1e-5, atol=1e-5)
 
 
-def test_pixel_shuffle_head_predicts_each_patch_from_its_position():
+def test_pixel_shuffle_head_predicts_each_patch_from_its_neighbourhood():
     """agent.dec.patch 2 on 16x16 (an up-sampling conv to 8x8, then the head): output pixel
-    (2i + r, 2j + s, c) is feature (i, j) times column (2r + s) x C + c of the head's kernel plus its
-    bias, through the sigmoid."""
+    (2i + r, 2j + s, c) is output channel (2r + s) x C + c of a 3 x 3 SAME conv (the taps of the
+    kernel-5 up-sampling convs) at (i, j), through the sigmoid."""
     dec = Decoder((("a", (16, 16, 1)), ("b", (16, 16, 2))), (), deter=8, bspace=2, depth=2, patch=2,
                   units=4, norm="none", act="none")
     feat = jax.random.normal(jax.random.PRNGKey(0), (3, 12))
@@ -230,8 +230,11 @@ def test_pixel_shuffle_head_predicts_each_patch_from_its_position():
     out, seen = dec.apply(params, feat, capture_intermediates=True)
     x = np.asarray(seen["intermediates"]["up0"]["__call__"][0])  # the head's input, [3, 8, 8, 4]
     w, b = (np.asarray(params["params"]["patch"][k]) for k in ("kernel", "bias"))
-    assert x.shape == (3, 8, 8, 4) and w.shape == (4, 2 * 2 * 3) and "upout" not in params["params"]
-    y = (x @ w + b).reshape(3, 8, 8, 2, 2, 3)  # [.., i, j, r, s, c]
+    assert x.shape == (3, 8, 8, 4) and w.shape == (3, 3, 4, 2 * 2 * 3)
+    assert "upout" not in params["params"]
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    y = sum(padded[:, dy:dy + 8, dx:dx + 8] @ w[dy, dx] for dy in range(3) for dx in range(3)) + b
+    y = y.reshape(3, 8, 8, 2, 2, 3)  # [.., i, j, r, s, c]
     expected = 1 / (1 + np.exp(-y.transpose(0, 1, 3, 2, 4, 5).reshape(3, 16, 16, 3)))
     np.testing.assert_allclose(out["a"], expected[..., :1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["b"], expected[..., 1:], rtol=1e-5, atol=1e-6)
@@ -240,13 +243,13 @@ def test_pixel_shuffle_head_predicts_each_patch_from_its_position():
 def test_patch_layout_parameter_counts_for_every_size():
     """64x64x3 frames, patch 4 both ways: the reference's counts with its two full- and
     half-resolution encoder convs replaced by one dense layer on 48-pixel patches, and its last two
-    decoder layers by one dense layer to each patch's 48 pixels; the rest is the same."""
+    decoder layers by one 3 x 3 conv to each patch's 48 pixels; the rest is the same."""
     linear = lambda i, o: i * o + o  # noqa: E731
     normed = lambda i, o: linear(i, o) + o  # noqa: E731
     for preset, dims in SIZES.items():
         ref, d = reference_counts(*dims), [dims[3] * m for m in (2, 3, 4, 4)]
         enc = ref["enc"] - normed(25 * 3, d[0]) - normed(25 * d[0], d[1]) + normed(48, d[1])
-        dec = ref["dec"] - normed(25 * d[1], d[0]) - linear(25 * d[0], 3) + linear(d[1], 48)
+        dec = ref["dec"] - normed(25 * d[1], d[0]) - linear(25 * d[0], 3) + linear(9 * d[1], 48)
         got = counts(image_agent([preset], {"agent.enc.patch": 4, "agent.dec.patch": 4}))
         assert got == {**ref, "enc": enc, "dec": dec}, preset
 

@@ -452,8 +452,10 @@ class Decoder(nn.Module):
                 x = Upsample(depths[i], self.kernel, self.strided, self.dtype, name=f"up{i}")(x)
                 x = act(Norm(self.norm, name=f"up{i}norm")(x))
             if self.patch > 1:  # each position at 1/patch resolution predicts its patch's pixels
-                x = nn.Dense(self.patch ** 2 * sum(channels), dtype=self.dtype, param_dtype=f32,
-                             kernel_init=weight_init(), name="patch")(x)
+                taps = transposed_taps(self.kernel).shape[0]  # the up-sampling convs' footprint
+                x = nn.Conv(self.patch ** 2 * sum(channels), (taps, taps), padding="SAME",
+                            dtype=self.dtype, param_dtype=f32, kernel_init=weight_init(),
+                            name="patch")(x)
                 x = depth_to_space(x, self.patch)
             elif stages:
                 x = Upsample(sum(channels), self.kernel, self.strided, self.dtype, name="upout")(x)
