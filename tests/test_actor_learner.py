@@ -78,6 +78,15 @@ def checkpoint_updates(logdir) -> int:
     return int(json.loads(meta.read_text())["updates"]) if meta.exists() else 0
 
 
+def kill_all(procs) -> None:
+    """Kill what still runs of `start`'s processes and close their output files."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.out.close()
+
+
 def stop(proc, sig=signal.SIGINT, timeout=90) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -147,11 +156,7 @@ def scenario(tmp_path_factory):
         rec["learner1_output"] = output(learner1)
         yield rec
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.out.close()
+        kill_all(procs)
 
 
 def test_replay_grows_and_is_flushed_on_exit(scenario):
@@ -450,11 +455,7 @@ def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(t
         assert stop(actor) == 0 and stop(learner) == 0
         said = {"actor": output(actor), "learner": output(learner)}
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.out.close()
+        kill_all(procs)
     assert (replay / spaces.FILE).read_text() == (gone / spaces.FILE).read_text()
     assert all(r["replay/steps"] >= before["replay/steps"] for r in after)  # no stall at the ratio
     old, new = list_chunks(gone).values(), list_chunks(replay).values()
