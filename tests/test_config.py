@@ -78,7 +78,7 @@ def test_a_logdir_from_an_older_version_still_opens(tmp_path):
 
 
 def test_a_renamed_key_keeps_its_meaning(tmp_path):
-    """agent.enc/dec.outer_patch true was today's patch 2: an older logdir resumes with it."""
+    """agent.enc/dec.outer_patch (in every older config.yaml) reads as patch 2 (true) or 1."""
     (tmp_path / "config.yaml").write_text("agent:\n  enc: {outer_patch: true}\n"
                                           "  dec: {outer_patch: false}\n")
     agent = cli.logdir_config(tmp_path, [], {}).agent
