@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import os
 import pathlib
 import sys
@@ -82,6 +83,7 @@ def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | 
     @functools.wraps(fn)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = fn.__module__.replace("__main__", pathlib.Path(sys.argv[0]).stem)
+        show_progress()
         try:
             return fn(argv) or 0
         except (UserError, RunFailure) as e:
@@ -89,6 +91,18 @@ def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | 
             return 2 if isinstance(e, UserError) else 1
 
     return wrapper
+
+
+def show_progress() -> None:
+    """Print the package's log lines from INFO up (progress, e.g. a long replay load) on stderr as
+    plain lines; without a handler Python prints WARNING and up only."""
+    logger = logging.getLogger("dreamer_live")
+    if logger.handlers or logging.getLogger().handlers:
+        return  # already routed (a second command in one process, pytest, Ray's workers)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def cache_dir() -> pathlib.Path:

@@ -15,6 +15,7 @@ from conftest import poll
 from dreamer_live import config
 from dreamer_live.errors import UserError
 from dreamer_live.replay import ChunkName, Reader, Writer, write_chunk
+from dreamer_live.replay.chunk import list_chunks
 from dreamer_live.replay.stored import StoredChunk
 
 SPAWN = mp.get_context("spawn")
@@ -439,3 +440,23 @@ def test_replay_context_latents_by_step_id(tmp_path):
     assert small.lookup(np.arange(4))[2].tolist() == [True, True, True, False]
     small.update([2 * BLOCK], np.ones((1, 2)), np.eye(2)[[0], None])
     assert small.lookup([0, 1, 2, 2 * BLOCK])[2].tolist() == [False, False, False, True]
+
+
+def test_a_long_load_says_how_far_it_got_on_a_commands_stderr(tmp_path):
+    """A command (cli.main) prints the package's INFO lines: a Reader's load of many new chunks says
+    every replay PROGRESS_S how many it has loaded (here every chunk: PROGRESS_S -1)."""
+    import subprocess
+    import sys
+
+    write_steps(tmp_path, 0, 0, 64)
+    chunks = len(list_chunks(tmp_path))
+    code = ("import sys; from dreamer_live import cli; from dreamer_live.replay import reader\n"
+            "reader.PROGRESS_S = -1\n"
+            "@cli.main\n"
+            "def main(argv):\n"
+            f"    reader.Reader({str(tmp_path)!r}, capacity=1000).refresh()\n"
+            "sys.exit(main([]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [line.split(" chunks")[0] for line in out.stderr.splitlines()] == [
+        f"replay: loaded {i}/{chunks}" for i in range(1, chunks + 1)], out.stderr

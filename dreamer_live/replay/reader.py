@@ -36,6 +36,7 @@ from dreamer_live.replay.chunk import (ChunkError, ChunkName, Spec, list_chunks,
 from dreamer_live.replay.stored import StoredChunk, Table
 
 log = logging.getLogger("dreamer_live.replay")
+PROGRESS_S = 5.0  # a load of new chunks that takes longer says how far it got this often
 CORRUPT_DIR = "corrupt"
 
 
@@ -124,7 +125,7 @@ class Reader:
                 if arrays is not None:
                     loaded.append((fields, arrays))
                     total += fields.length
-                if time.monotonic() - last_report > 5.0:
+                if time.monotonic() - last_report > PROGRESS_S:
                     log.info("replay: loaded %d/%d chunks from %s", i + 1, len(new),
                              self.directory)
                     last_report = time.monotonic()
