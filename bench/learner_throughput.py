@@ -27,6 +27,12 @@ Parameters per part for each preset and layout, beside the reference's layout (`
     python bench/learner_throughput.py --counts --presets size1m size12m --variants "" \
         agent.enc.patch=4,agent.dec.patch=4
 
+The learner over several devices (`--devices`, learner.devices), each count side by side with its
+ratio to the first; on a CPU the devices are forced host devices sharing its cores, so this shows the
+cost of splitting the batch, not a speed-up (a machine with several GPUs shows the scaling):
+
+    python bench/learner_throughput.py --presets size1m --devices 1,2,4 --no-flops
+
 `--smoke` runs every mode above in seconds on the `debug` agent and tiny batches (no figures to keep).
 
 Random batches, no files: everything is printed to stdout.
@@ -75,6 +81,9 @@ def parse(argv=None):
                         f"preset's batch and image shape; ends with the smallest speedup")
     p.add_argument("--counts", action="store_true",
                    help="only print each config's parameters per part beside the reference layout's")
+    p.add_argument("--devices", default="", metavar="N[,N...]",
+                   help="time each preset on these device counts (learner.devices), side by side; "
+                        "on a CPU that many host devices are forced")
     p.add_argument("--smoke", action="store_true",
                    help="every mode in seconds: the debug agent, tiny batches, one update")
     p.epilog = "Other config keys as --section.key value, e.g. --agent.enc.patch 4."
@@ -82,10 +91,17 @@ def parse(argv=None):
     if args.smoke:
         args.presets, args.batch, args.length, args.image, args.channels = ["debug"], 2, 8, 16, 1
         args.updates, args.no_flops, args.parts, args.counts = 1, True, True, True
+        args.devices = "1,2"
         rest += ["--env.size", "[16, 16]", "--env.grayscale", "true"]  # --compare-before's images
     from dreamer_live import config
 
     args.overrides = config.parse_overrides(rest)
+    try:
+        args.device_counts = [int(n) for n in args.devices.split(",") if n]
+    except ValueError:
+        p.error(f"--devices: expected counts like 1,2,4, got {args.devices!r}")
+    if any(n < 1 for n in args.device_counts):
+        p.error(f"--devices: counts must be 1 or more, got {args.devices!r}")
     args.variant_overrides = []
     for spec in args.variants:
         pairs = [pair for pair in spec.split(",") if pair]
@@ -263,7 +279,7 @@ def resolve(preset, args, variant=None):
 class Update:
     """One config's agent, random batch and compiled train step; a call times one update."""
 
-    def __init__(self, preset, cfg, args, variant=None):
+    def __init__(self, preset, cfg, args, variant=None, mesh=None):
         import gymnasium
         import jax
         import numpy as np
@@ -271,7 +287,10 @@ class Update:
         from dreamer_live.agent import Agent
         from dreamer_live.envs.base import step_spaces
 
+        from dreamer_live import devices
+
         self.preset, self.cfg, self.args, self.variant = preset, cfg, args, variant or {}
+        self.devices = 0 if mesh is None else mesh.size  # 0: no mesh, the default device
         self.obs_space = dict(step_spaces())
         if args.image:
             self.obs_space["image"] = gymnasium.spaces.Box(
@@ -279,9 +298,11 @@ class Update:
         if args.vector:
             self.obs_space["vector"] = gymnasium.spaces.Box(-np.inf, np.inf, (args.vector,),
                                                             np.float32)
-        self.agent = Agent(cfg, self.obs_space, gymnasium.spaces.Discrete(args.actions))
+        self.agent = Agent(cfg, self.obs_space, gymnasium.spaces.Discrete(args.actions), mesh=mesh)
         self.state = self.agent.init(jax.random.PRNGKey(0))
         self.batch = self.agent._filter(make_batch(self.agent, args.batch, args.length))
+        if mesh is not None:
+            self.batch = jax.device_put(self.batch, devices.batch_split(mesh))
         self.key = jax.random.PRNGKey(1)
         self.params = sum(np.size(x) for x in jax.tree.leaves(self.state["params"]))
         self.compile_s, self.times = 0.0, []
@@ -334,6 +355,7 @@ class Update:
         seconds = self.seconds()
         gflops = flops / seconds / 1e9
         extra = " ".join(f"{k}={v}" for k, v in {**args.overrides, **self.variant}.items())
+        extra += f" devices {self.devices}" if self.devices else ""
         print(f"{self.preset:9s} {cfg.agent.compute_dtype:8s} {args.batch}x{args.length} {extra} "
               f"params {self.params / 1e6:6.2f}M  compile {self.compile_s:6.1f}s  "
               f"{seconds:7.3f} s/update  {1 / seconds:7.3f} updates/s  "
@@ -414,9 +436,28 @@ def compare_before(args, peak) -> None:
     print(f"speedup: {min(before / now for _, before, now in rows):.2f}x", flush=True)
 
 
+def over_devices(args, peak) -> None:
+    """Time each preset's update on each of --devices' counts side by side; print the ratios."""
+    from dreamer_live import devices
+
+    for preset in args.presets:
+        cfg = resolve(preset, args)
+        updates = [Update(preset, cfg, args, mesh=devices.learner_mesh(
+            cfg.update({"learner.devices": n}))) for n in args.device_counts]
+        seconds = side_by_side(updates, args.updates)
+        for update in updates:
+            update.report(peak)
+        for update, s in zip(updates, seconds):
+            print(f"{preset:15s} devices {update.devices}  {s:7.3f} s/update  "
+                  f"{seconds[0] / s:.2f}x the speed of {updates[0].devices}", flush=True)
+
+
 @cli.main
 def main(argv=None):
     args = parse(argv)
+    if args.device_counts:  # only the CPU backend reads it: that many host devices
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
+                                   f"device_count={max(args.device_counts)}").strip()
     if not args.xla_default:
         cli.set_xla_flags()
     configs = {(preset, i): resolve(preset, args, variant) for preset in args.presets
@@ -434,6 +475,10 @@ def main(argv=None):
     print(f"{dtype} matmul: {peak:.1f} GFLOP/s", flush=True)
     if args.compare_before and not args.smoke:
         return compare_before(args, peak)
+    if args.device_counts:
+        over_devices(args, peak)
+        if not args.smoke:
+            return
     for preset in args.presets:
         updates = [Update(preset, configs[preset, i], args, variant)
                    for i, variant in enumerate(args.variant_overrides)]

@@ -25,8 +25,9 @@ Printed per condition:
   CPU %      of one core, from /proc (utime + stime) over the window: each actor process (mean), the
              learner, and for ray the Hub and the rest of the cluster (raylet, GCS, the launcher, ...)
   transport CPU per actor: (ray's actors + Hub + rest) / N minus file's actors / N at the same N
-and the per-chunk figures the README's cluster estimate is worked out from: bytes per step and per
-chunk, the Hub's CPU ms per chunk, the extra actor CPU ms per chunk shipped. Last, ray / file ingest.
+and the per-chunk figures the cluster estimate in docs/ray.md is worked out from: bytes per step and
+per chunk, the Hub's CPU ms per chunk, the extra actor CPU ms per chunk shipped. Last, ray / file
+ingest.
 """
 
 from __future__ import annotations

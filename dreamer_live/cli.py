@@ -118,7 +118,8 @@ def cache_dir() -> pathlib.Path:
 
 # XLA's CPU backend (jaxlib 0.10) hands convolutions to YNNPACK by default; XLA's own conv path
 # computes the weight gradients of the image models' few-channel convs several times faster
-# (README, "Learner throughput"), so YNNPACK keeps only the matrix products. GPU runs ignore it.
+# (docs/performance.md, "Encoder convs and XLA's CPU flags"), so YNNPACK keeps only the matrix
+# products. GPU runs ignore it.
 XLA_CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",)
 
 

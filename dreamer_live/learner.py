@@ -48,9 +48,10 @@ class Learner:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live import transport
+        from dreamer_live import devices, transport
         from dreamer_live.agent import Agent
 
+        mesh = devices.learner_mesh(config)
         readonly = self.offline or self.replay_dir.resolve() != (self.logdir / "replay").resolve()
         reader = transport.replay_source(config, self.replay_dir, readonly=readonly)
         try:
@@ -64,7 +65,7 @@ class Learner:
             found = self._spaces()
             if found is None:
                 return 0
-            agent = Agent(config, *found)
+            agent = Agent(config, *found, mesh=mesh)
             checkpointer = Checkpointer(self.logdir / "checkpoint",
                                         keep=config.learner.keep_checkpoints)
             state = agent.init(jax.random.PRNGKey(config.seed))
@@ -75,7 +76,8 @@ class Learner:
                                     f"{self.updates} updates")
             publisher = transport.variable_publisher(config, self.logdir)
             self.logger.message(
-                f"learner: training from {self.replay_dir}{' (read-only)' if readonly else ''}; "
+                f"learner: training on {devices.describe(mesh)} from {self.replay_dir}"
+                f"{' (read-only)' if readonly else ''}; "
                 f"writing {self.logdir / 'params'}, {checkpointer.directory}, "
                 f"{self.logdir / 'metrics.jsonl'}, {self.logdir / 'videos'}")
             if run.steps and self.updates >= run.steps:

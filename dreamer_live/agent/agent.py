@@ -11,7 +11,7 @@ import optax
 from dreamer_live.agent import behavior, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
-from dreamer_live import steps
+from dreamer_live import devices, steps
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32
@@ -52,7 +52,7 @@ class Agent:
     params = {enc, rssm, dec, rew, con, actor, critic}.
     """
 
-    def __init__(self, config, obs_space, act_space):
+    def __init__(self, config, obs_space, act_space, mesh=None):
         cfg = config.agent
         if cfg.compute_dtype not in DTYPES:
             raise UserError(f"agent.compute_dtype must be one of {', '.join(DTYPES)}, "
@@ -72,12 +72,20 @@ class Agent:
         self.opt = optim.make(cfg.opt)
         self.lr = optim.schedule(cfg.opt.lr, cfg.opt.warmup)
         self.scales = dict(cfg.loss_scales)
-        self.init = jax.jit(self._init)
+        # With a devices.learner_mesh, the state lives replicated on its devices and train splits
+        # the batch over them; without one, the default device (the actor, viz, eval).
+        if mesh is None:
+            self.init = jax.jit(self._init)
+            self._train = jax.jit(self._train_impl)
+        else:
+            rep, split = devices.replicated(mesh), devices.batch_split(mesh)
+            self.init = jax.jit(self._init, out_shardings=rep)
+            self._train = jax.jit(self._train_impl, in_shardings=(rep, split, rep),
+                                  out_shardings=(rep, rep, split))
         # What init's policy_params would be, compiled without the decoder, critic and optimizer
         # state (XLA drops what is not returned): a smaller program for the actor to compile.
         self.init_policy = jax.jit(lambda key: self.policy_params(self._init(key)))
         self._policy = jax.jit(self._policy_impl, static_argnames=("mode",))
-        self._train = jax.jit(self._train_impl)
         self._openloop = jax.jit(self._openloop_impl, static_argnames=("observe", "dream"))
 
     # ------------------------------------------------------------------------------------------

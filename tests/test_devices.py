@@ -1,0 +1,96 @@
+"""The learner over several devices (CPU devices forced with XLA_FLAGS, in subprocesses): the same
+update as on one device, a sharded learner run that trains, publishes and checkpoints, a resume on
+one device, and one-line errors for device counts that cannot work."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.test_offline import COMMON, REPO
+
+FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+
+# One update from the same state and batch on 1, 2 and 4 devices. LaProp's first step is
+# ~lr * sign(g), which turns float noise in a near-zero gradient into a full step, so a large eps
+# makes the step ~lr * g and the parameters show the gradients themselves.
+SAME_UPDATE = textwrap.dedent("""
+    import jax, numpy as np, gymnasium
+    from dreamer_live import config, devices
+    from dreamer_live.agent import Agent
+    cfg = config.resolve(["debug"], {"agent.opt.eps": 1.0, "agent.opt.lr": 1.0, "agent.opt.agc": 0.0})
+    obs = {"image": gymnasium.spaces.Box(0, 255, (16, 16, 1), np.uint8),
+           "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32)}
+    rng = np.random.default_rng(0)
+    b, t = cfg.batch_size, cfg.batch_length
+    batch = {"image": rng.integers(0, 256, (b, t, 16, 16, 1), np.uint8),
+             "vec": rng.normal(size=(b, t, 3)).astype(np.float32),
+             "action": np.eye(3, dtype=np.float32)[rng.integers(0, 3, (b, t))],
+             "reward": rng.normal(size=(b, t)).astype(np.float32),
+             "is_first": np.arange(t)[None].repeat(b, 0) == 0,
+             "is_last": np.zeros((b, t), bool), "is_terminal": np.zeros((b, t), bool)}
+    start = jax.device_get(Agent(cfg, obs, gymnasium.spaces.Discrete(3)).init(jax.random.PRNGKey(0)))
+    steps = {}
+    for n in (1, 2, 4):
+        mesh = devices.learner_mesh(cfg.update({"learner.devices": n}))
+        state, metrics = Agent(cfg, obs, gymnasium.spaces.Discrete(3), mesh=mesh).train(
+            start, batch, jax.random.PRNGKey(1))
+        assert len(state["params"]["enc"]["params"]["conv0"]["kernel"].sharding.device_set) == n
+        steps[n] = jax.tree.map(lambda new, old: np.asarray(new, np.float64) - old,
+                                jax.device_get(state["params"]), start["params"])
+    for n in (2, 4):
+        diff = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(steps[1]), jax.tree.leaves(steps[n])))
+        size = max(np.abs(a).max() for a in jax.tree.leaves(steps[1]))
+        print(f"devices {n}: largest difference {diff:.2e} of a largest step {size:.2e}")
+        assert size > 1e-3 and diff < 1e-4 * size
+""")
+
+
+@pytest.mark.slow  # three train steps compiled (~40 s on 2 cores)
+def test_one_update_on_two_and_four_devices_equals_one_device():
+    """The sharded train step gives the single-device step's parameters to float tolerance."""
+    result = subprocess.run([sys.executable, "-c", SAME_UPDATE], cwd=REPO, env=FOUR,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("devices ") == 2
+
+
+def learner(logdir, source, *args, env=FOUR):
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(logdir), "--replay",
+         str(source), "--offline", *COMMON, *map(str, args)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow  # two learner runs (~40 s on 2 cores)
+def test_a_two_device_run_trains_publishes_checkpoints_and_resumes_on_one(actor_run, tmp_path):
+    """With replay context and open-loop videos on the sharded batch; the checkpoint loads on one."""
+    run = tmp_path / "run"
+    first = learner(run, actor_run / "replay", "--learner.devices", "2", "--run.steps", "12",
+                    "--agent.replay_context", "2", "--run.video_every", "0.001")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "training on 2 cpu devices" in first.stdout
+    assert "at 12 updates" in first.stdout
+    assert json.loads((run / "params" / "latest.json").read_text())["step"] == 12
+    assert list((run / "videos").glob("openloop_*.png"))
+
+    again = learner(run, actor_run / "replay", "--learner.devices", "1", "--run.steps", "16",
+                    "--agent.replay_context", "2", env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "training on 1 cpu device " in again.stdout and "resumed" in again.stdout
+    assert "at 16 updates (4 this run)" in again.stdout
+    assert json.loads((run / "checkpoint" / "meta.json").read_text())["updates"] == 16
+
+
+@pytest.mark.parametrize("devices, words", [
+    (3, "batch_size 4 does not divide over learner.devices 3"),
+    (8, "learner.devices 8 asks for more devices than JAX sees here: 4 (cpu)"),
+])
+def test_device_counts_that_cannot_work_get_one_line(actor_run, tmp_path, devices, words):
+    """Exit status 2 and one line naming both numbers, before any replay is read."""
+    result = learner(tmp_path / "run", actor_run / "replay", "--learner.devices", devices)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
