@@ -54,8 +54,8 @@ WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
 
 
 def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
-    """configs/games/supertux.yaml with the launch command ending in `level`."""
-    data = configlib.read_yaml(REPO / "configs/games/supertux.yaml")
+    """The package's supertux profile with the launch command ending in `level`."""
+    data = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
     data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
     path = folder / "supertux_profile.yaml"
     path.write_text(configlib.dump_yaml(data))
@@ -237,7 +237,7 @@ def main() -> int:
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
         args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("supertux_run")
     if not shutil.which("Xvfb") or not os.path.exists(configlib.read_yaml(
-            REPO / "configs/games/supertux.yaml")["launch"]["command"][0]):
+            configlib.CONFIG_DIR / "games/supertux.yaml")["launch"]["command"][0]):
         missing = "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
         if args.smoke:
             return skip("supertux_run", missing)

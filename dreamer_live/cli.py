@@ -19,12 +19,14 @@ def parser(prog: str, description: str, logdir_required: bool = True) -> argpars
     """An argument parser with --logdir, --configs and --force; dotted overrides pass through."""
     p = argparse.ArgumentParser(
         prog=prog, description=description,
-        epilog="Any config key can be overridden as --section.key value, e.g. --agent.opt.lr 1e-4 "
-               "--run.train_ratio 32. Presets and keys: configs/presets.yaml, configs/defaults.yaml.")
+        epilog=f"Presets: {', '.join(configlib.presets())}. Any config key can be overridden as "
+               "--section.key value, e.g. --agent.opt.lr 1e-4 --run.train_ratio 32. Presets and "
+               f"keys: presets.yaml, defaults.yaml in {configlib.CONFIG_DIR}.")
     p.add_argument("--logdir", required=logdir_required, type=pathlib.Path,
                    help="run directory (config.yaml, replay/, params/, checkpoint/, metrics.jsonl)")
     p.add_argument("--configs", nargs="*", default=[], metavar="PRESET",
-                   help="presets merged in order (names from configs/presets.yaml or YAML paths)")
+                   help="presets merged in order: names (listed below) or paths of your own "
+                        "YAML files, each one preset's body, relative to the current folder")
     p.add_argument("--force", action="store_true",
                    help="overwrite the logdir's config.yaml even if it conflicts")
     return p

@@ -1,4 +1,5 @@
-"""Configuration: defaults and named presets from configs/*.yaml, dotted CLI overrides, validation."""
+"""Configuration: defaults and named presets (CONFIG_DIR: dreamer_live/configs/), dotted CLI
+overrides, validation."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from ruamel.yaml import YAML
 
 from dreamer_live.errors import UserError, did_you_mean
 
-CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
+# Package data: the defaults, the presets and the game profiles (games/).
+CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "configs"
 # Sections that define what the parameters mean; a logdir refuses a restart that changes them.
 IDENTITY_SECTIONS = ("agent", "env")
 # ... except these keys, which say how to attach to or show the game, or how to compute the same
@@ -274,7 +276,7 @@ def to_plain(tree: Any) -> Any:
 
 
 def defaults() -> Config:
-    """The defaults from configs/defaults.yaml."""
+    """The defaults from CONFIG_DIR/defaults.yaml."""
     return Config(read_yaml(CONFIG_DIR / "defaults.yaml"))
 
 
@@ -330,7 +332,7 @@ def saved(path: str | pathlib.Path) -> Config:
 
 
 def presets() -> dict[str, dict]:
-    """Named presets from configs/presets.yaml."""
+    """Named presets from CONFIG_DIR/presets.yaml."""
     return dict(read_yaml(CONFIG_DIR / "presets.yaml") or {})
 
 

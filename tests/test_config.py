@@ -107,7 +107,7 @@ def test_attaching_to_the_game_is_not_identity(tmp_path):
 
 
 def test_every_default_key_says_what_it_is():
-    """Each leaf of configs/defaults.yaml carries a comment on its line (its documentation)."""
+    """Each leaf of CONFIG_DIR/defaults.yaml carries a comment on its line (its documentation)."""
     bare = [line for line in (config.CONFIG_DIR / "defaults.yaml").read_text().splitlines()
             if re.match(r"^\s*[a-z_0-9]+:\s*\S", line) and "#" not in line]
     assert not bare, bare
@@ -117,7 +117,7 @@ def test_every_number_and_choice_has_its_rule_beside_its_default():
     table = config.rules()
     for name, value in config.defaults().flat().items():
         if isinstance(value, (int, float, list)) and not isinstance(value, bool):
-            assert name in table, f"{name} has no [range] in configs/defaults.yaml"
+            assert name in table, f"{name} has no [range] in defaults.yaml"
         if name in table:
             for item in value if isinstance(value, list) else [value]:
                 assert table[name].allows(item), (name, value)  # every default is valid

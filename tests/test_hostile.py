@@ -462,17 +462,17 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 (Xvfb): Linux only")
 def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown(tmp_path):
-    """A profile is code: `launch.command: [sh, -c, "id >> file"]` from outside configs/games/ is
+    """A profile is code: `launch.command: [sh, -c, "id >> file"]` from outside CONFIG_DIR/games/ is
     refused under env.live.launch auto; with true the actor prints the exact command, then runs it
     once, though it opens no window (a launcher script also exits at once, leaving its game starting)."""
     import shlex
 
     from live_fixtures import start_xvfb
 
-    from dreamer_live.config import dump_yaml, read_yaml
+    from dreamer_live.config import CONFIG_DIR, dump_yaml, read_yaml
 
     proof = tmp_path / "it ran.txt"
-    profile = read_yaml(REPO / "configs/games/catcher_window.yaml")
+    profile = read_yaml(CONFIG_DIR / "games/catcher_window.yaml")
     profile["launch"] = {"command": ["sh", "-c", f"id >> '{proof}'"], "startup_s": 0}
     path = tmp_path / "game.yaml"
     path.write_text(dump_yaml(profile))
@@ -480,7 +480,7 @@ def test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_sho
             "--env.live.wait_s", "5"]
     shown = shlex.join(["sh", "-c", f"id >> '{proof}'"])  # pasted into a shell, runs the same
     line = error_line(command("dreamer_live.actor", tmp_path / "auto", *live, timeout=120))
-    assert f"{path} is not one of the project's profiles (configs/games/)" in line
+    assert f"{path} is not one of the project's profiles ({CONFIG_DIR / 'games'}/)" in line
     assert shown in line and "--env.live.launch true" in line and not proof.exists()
     if not shutil.which("Xvfb"):
         pytest.skip("Xvfb is not installed (apt-get install xvfb): the refusal was checked, not the run")

@@ -33,7 +33,7 @@ from dreamer_live.errors import UserError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 tests: Linux only")
 
-CATCHER_PROFILE = ROOT / "configs/games/catcher_window.yaml"
+CATCHER_PROFILE = configlib.CONFIG_DIR / "games/catcher_window.yaml"
 RIGHT, LEFT, IDLE = np.eye(3, dtype=np.float32)[[2, 1, 0]]
 
 
@@ -296,7 +296,7 @@ def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path):
     profile = write_profile(tmp_path, export, launch={"command": [
         "{python}", "-m", "dreamer_live.envs.games.catcher", "--window", "--export", str(export)]})
     conn = xvfb.xlib()
-    env = make(xvfb, profile, **{"env.live.launch": True})  # a profile outside configs/games/
+    env = make(xvfb, profile, **{"env.live.launch": True})  # a profile outside CONFIG_DIR/games/
     live = env.unwrapped if hasattr(env, "unwrapped") else env
     pids = []
     try:
@@ -565,7 +565,7 @@ def _supertux() -> str:
 
 @pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
 def test_supertux_plays_with_its_profile(xvfb, tmp_path, monkeypatch):
-    """configs/games/supertux.yaml: launches SuperTux, frames change, holding right moves Tux and the view, and
+    """CONFIG_DIR/games/supertux.yaml: launches SuperTux, frames change, holding right moves Tux and the view, and
     a reset restarts the level."""
     from dreamer_live.envs import make_env
     monkeypatch.setenv("SUPERTUX2_USER_DIR", str(tmp_path / "supertux"))  # keep the user's saves apart
@@ -647,7 +647,7 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     """The actor on SuperTux, Tux spawned over a pit: he falls and respawns at the level's start. The
     death step carries env.teleport.reward (not 0.01 x the 3800 px jump back), and the resets (title card,
     1.5 s) are reported as actor/reset_s, not as late ticks; episodes report death and furthest x."""
-    data = read_yaml(ROOT / "configs/games/supertux.yaml")
+    data = read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
     level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
     data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
                                  level]

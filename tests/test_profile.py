@@ -7,7 +7,6 @@ fake process's memory (the operating-system seam); the project's own logic on to
 
 from __future__ import annotations
 
-import pathlib
 import struct
 import sys
 import types
@@ -21,8 +20,7 @@ from dreamer_live.envs.live.memory import (MemoryReadError, ProcessGone, Windows
 from dreamer_live.envs.live.profile import Condition, ValueSpec, load_profile, parse_profile
 from dreamer_live.errors import UserError
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-GAMES = sorted((ROOT / "configs/games").glob("*.yaml"))
+GAMES = sorted((configlib.CONFIG_DIR / "games").glob("*.yaml"))
 BASE = {"window": {"title": "Game"}, "actions": {"idle": [], "right": ["right"]}}
 
 
@@ -32,7 +30,7 @@ def profile(**changes):
 
 @pytest.mark.parametrize("path", GAMES, ids=[p.name for p in GAMES])
 def test_shipped_profiles_load(path):
-    """Every profile under configs/games/ is valid, and presets that name one resolve."""
+    """Every profile under CONFIG_DIR/games/ is valid, and presets that name one resolve."""
     p = load_profile(path)
     assert p.actions and p.actions[0][0] in ("idle", "noop", "none")
     assert p.title or p.process or p.screen_region
@@ -114,7 +112,7 @@ def test_profile_mistakes_are_one_line(changes, message):
 
 
 def test_the_projects_own_profiles_launch_by_default_others_only_when_told(tmp_path):
-    """env.live.launch auto runs configs/games/'s launch commands; a copy elsewhere needs true."""
+    """env.live.launch auto runs CONFIG_DIR/games/'s launch commands; a copy elsewhere needs true."""
     from dreamer_live.envs.live.attach import may_launch
 
     own = load_profile(configlib.CONFIG_DIR / "games" / "catcher_window.yaml")

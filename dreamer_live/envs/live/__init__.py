@@ -1,7 +1,8 @@
 """Live desktop games: screen capture, held keys and memory reads, configured by a game profile.
 
-`make_live_env(config)` builds a LiveEnv from env.profile (a YAML file under configs/games/) and the
-env.live settings; `make_env` calls it for env.name live and adds the shaping wrappers.
+`make_live_env(config)` builds a LiveEnv from env.profile (a YAML file, e.g. one under
+dreamer_live/configs/games/) and the env.live settings; `make_env` calls it for env.name live and
+adds the shaping wrappers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dreamer_live.errors import UserError
 
 
 def profile_path(name: str) -> pathlib.Path:
-    """A profile path as given, else relative to the project root, else a name under configs/games/."""
+    """A profile path as given, else relative to the package (the presets' configs/games/NAME.yaml),
+    else a name under CONFIG_DIR/games/."""
     path = pathlib.Path(name).expanduser()
     for candidate in (path, CONFIG_DIR.parent / path, CONFIG_DIR / "games" / path,
                       CONFIG_DIR / "games" / f"{name}.yaml"):
@@ -29,7 +31,8 @@ def make_live_env(config, inject_keys: bool = True) -> LiveEnv:
     with inject_keys False it never sends a key (a person plays)."""
     env = config.env
     if not env.profile:
-        raise UserError("env.name live needs a game profile: --env.profile configs/games/NAME.yaml")
+        raise UserError("env.name live needs a game profile: --env.profile PATH.yaml, or a name "
+                        f"from {CONFIG_DIR / 'games'}")
     profile = load_profile(profile_path(env.profile))
     size = profile.size or tuple(env.size)
     grayscale = env.grayscale if profile.grayscale is None else profile.grayscale

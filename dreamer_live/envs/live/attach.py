@@ -44,7 +44,7 @@ def may_launch(profile: Profile, launch: str) -> bool:
     """Whether env.live.launch (auto, true, false) lets the env run the profile's launch.command.
 
     A profile is code: its command runs as the person running the actor. `auto` runs it only for the
-    project's own profiles (configs/games/); a profile from anywhere else needs `true` given
+    project's own profiles (CONFIG_DIR/games/); a profile from anywhere else needs `true` given
     explicitly, and with `auto` is a UserError that shows the command."""
     if launch == "false" or not profile.launch:
         return False
@@ -54,7 +54,7 @@ def may_launch(profile: Profile, launch: str) -> bool:
     if bundled in profile.path.resolve().parents:
         return True
     command = command_line([profile.expand(a) for a in profile.launch])
-    raise UserError(f"{profile.path} is not one of the project's profiles (configs/games/) and its "
+    raise UserError(f"{profile.path} is not one of the project's profiles ({bundled}/) and its "
                     f"launch.command would run as you: {command}; give --env.live.launch true to "
                     "run it (a profile is code), or false to start the game yourself")
 

@@ -47,7 +47,7 @@ PRESS_PROMPT = "live: reset: press "  # then the keys joined by '+': what a pers
 
 @dataclasses.dataclass(frozen=True)
 class LiveOptions:
-    """Run-time settings from env.live (see configs/defaults.yaml)."""
+    """Run-time settings from env.live (see dreamer_live/configs/defaults.yaml)."""
 
     display: str = ""
     wait_s: float = 300.0

@@ -1,4 +1,5 @@
-"""Game profiles: one YAML file per live game (configs/games/*.yaml), checked into a `Profile`.
+"""Game profiles: one YAML file per live game (dreamer_live/configs/games/*.yaml), checked into a
+`Profile`.
 
 A profile says how to find the game's window and what to capture, which keys each action holds, which
 memory values to read (module + offset + pointer chain as Cheat Engine shows them, or an absolute
@@ -31,7 +32,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from dreamer_live.config import read_yaml
+from dreamer_live.config import CONFIG_DIR, read_yaml
 from dreamer_live.envs.live.keys import KEY_NAMES, key_name
 from dreamer_live.errors import UserError, did_you_mean
 
@@ -257,8 +258,8 @@ def load_profile(path: str | pathlib.Path) -> Profile:
     """Read and check a game profile YAML file."""
     path = pathlib.Path(path)
     if not path.is_file():
-        raise UserError(f"game profile not found: {path} (set env.profile, e.g. "
-                        f"configs/games/supertux.yaml)")
+        raise UserError(f"game profile not found: {path} (set env.profile to a YAML path or a name "
+                        f"from {CONFIG_DIR / 'games'}, e.g. supertux)")
     return parse_profile(read_yaml(path), path)
 
 
