@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     import jax
     import jax.numpy as jnp
 
-    from dreamer_live.actor_core import make_policy
+    from dreamer_live.actor.core import make_policy
     from dreamer_live.agent import Agent, rssm as rssmlib
     from dreamer_live.agent.dists import symlog
     from dreamer_live.replay.latents import LatentStore

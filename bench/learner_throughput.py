@@ -287,7 +287,7 @@ class Update:
         from dreamer_live.agent import Agent
         from dreamer_live.envs.base import step_spaces
 
-        from dreamer_live import devices
+        from dreamer_live.agent import devices
 
         self.preset, self.cfg, self.args, self.variant = preset, cfg, args, variant or {}
         self.devices = 0 if mesh is None else mesh.size  # 0: no mesh, the default device
@@ -438,7 +438,7 @@ def compare_before(args, peak) -> None:
 
 def over_devices(args, peak) -> None:
     """Time each preset's update on each of --devices' counts side by side; print the ratios."""
-    from dreamer_live import devices
+    from dreamer_live.agent import devices
 
     for preset in args.presets:
         cfg = resolve(preset, args)

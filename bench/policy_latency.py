@@ -3,7 +3,7 @@
     .venv/bin/python bench/policy_latency.py [--presets debug size1m ... size200m] [--obs vector image]
     .venv/bin/python bench/policy_latency.py --smoke      # debug preset, 0.5 s of calls per obs
 
-Times exactly what the actor does on each tick: the jitted step of dreamer_live.actor_core.make_policy (key
+Times exactly what the actor does on each tick: the jitted step of dreamer_live.actor.core.make_policy (key
 split, encoder, RSSM posterior step, policy head, sample) on one real observation of the built-in Catcher,
 plus the host transfer of the action (np.asarray). Each preset runs in its own process with a time limit
 (--timeout), so a preset too big for the machine is reported and skipped instead of stalling the rest.
@@ -58,7 +58,7 @@ def measure(preset: str, obs: str, seconds: float, max_iters: int) -> dict:
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live.actor_core import make_policy
+    from dreamer_live.actor.core import make_policy
     from dreamer_live.agent import Agent
     from dreamer_live.envs import make_env
     from dreamer_live.steps import policy_keys

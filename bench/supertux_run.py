@@ -40,7 +40,7 @@ from cadence import stop  # noqa: E402
 from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
-from dreamer_live.plot import Run  # noqa: E402
+from dreamer_live.tools.plot import Run  # noqa: E402
 
 PHASES = ("scripted", "random", "learn", "demos")
 PLAYERS = ("scripted", "random")

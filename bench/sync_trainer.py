@@ -48,7 +48,7 @@ class SyncTrainer:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live.actor_core import ActorCore
+        from dreamer_live.actor.core import ActorCore
         from dreamer_live.agent import Agent
         from dreamer_live.envs import make_env, tick_hz
         from dreamer_live.metrics import Logger

@@ -78,18 +78,27 @@ def logdir_config(logdir: pathlib.Path, names, overrides, force: bool = False,
     return new
 
 
+def command_name(module: str) -> str:
+    """The command a main belongs to: dreamer_live.tools.viz -> viz, dreamer_live.actor.__main__ ->
+    actor, also when run as __main__ (python -m, or a script)."""
+    if module == "__main__":
+        path = pathlib.Path(sys.argv[0])
+        return path.parent.name if path.stem == "__main__" else path.stem
+    return module.removesuffix(".__main__").split(".")[-1]
+
+
 def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
     """Wrap a command's main: UserError becomes one line on stderr and exit status 2, RunFailure one
     line and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(argv: list[str] | None = None) -> int:
-        prog = fn.__module__.replace("__main__", pathlib.Path(sys.argv[0]).stem)
+        prog = command_name(fn.__module__)
         show_progress()
         try:
             return fn(argv) or 0
         except (UserError, RunFailure) as e:
-            print(f"{prog.split('.')[-1]}: error: {e}", file=sys.stderr)
+            print(f"{prog}: error: {e}", file=sys.stderr)
             return 2 if isinstance(e, UserError) else 1
 
     return wrapper

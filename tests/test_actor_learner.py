@@ -23,7 +23,9 @@ import time
 import numpy as np
 import pytest
 
-from dreamer_live import cli, spaces, steps, sync
+from dreamer_live import cli, spaces, steps
+
+from dreamer_live.transport import sync
 from dreamer_live import metrics as metricslib
 from dreamer_live.envs import make_env
 from dreamer_live.replay import Reader

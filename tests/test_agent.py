@@ -136,7 +136,7 @@ def test_train_runs_and_reports_metrics(setup):
     for name in ("loss/dyn", "loss/rep", "loss/dec", "loss/rew", "loss/con", "loss/policy",
                  "loss/value", "loss/repval", "kl", "retnorm/scale", "entropy", "ret", "grad_norm"):
         assert name in metrics, name
-    from dreamer_live.plot import PREFERRED_LOSSES  # the curves' loss order names logged losses only
+    from dreamer_live.tools.plot import PREFERRED_LOSSES  # the curves' loss order names logged losses only
     assert not [w for w in PREFERRED_LOSSES if f"loss/{w}" not in metrics]
     for name, value in metrics.items():
         assert np.shape(value) == () and np.isfinite(float(value)), name

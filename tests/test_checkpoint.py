@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dreamer_live.atomic import is_temporary
-from dreamer_live.checkpoint import Checkpointer
+from dreamer_live.learner.checkpoint import Checkpointer
 from dreamer_live.errors import UserError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_flipped_bytes_or_nan_inside_a_checkpoint_set_it_aside_like_a_truncated_
 CHILD = textwrap.dedent("""
     import sys
     import numpy as np
-    from dreamer_live.checkpoint import Checkpointer
+    from dreamer_live.learner.checkpoint import Checkpointer
 
     checkpointer = Checkpointer(sys.argv[1], keep=2)
     step = 0

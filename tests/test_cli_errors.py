@@ -179,7 +179,8 @@ def test_ray_without_the_extra_is_one_line(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(tmp_path))
     imports = subprocess.run(
         [sys.executable, "-c", "import sys, dreamer_live.run, dreamer_live.actor, "
-         "dreamer_live.learner, dreamer_live.transport, dreamer_live.rayrun; "
+         "dreamer_live.learner, dreamer_live.transport, dreamer_live.launch.rayrun, "
+         "dreamer_live.actor.__main__, dreamer_live.transport.raycluster; "
          "assert 'ray' not in sys.modules, 'ray imported'"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert imports.returncode == 0, imports.stderr

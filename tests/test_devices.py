@@ -19,7 +19,8 @@ FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platfor
 # makes the step ~lr * g and the parameters show the gradients themselves.
 SAME_UPDATE = textwrap.dedent("""
     import jax, numpy as np, gymnasium
-    from dreamer_live import config, devices
+    from dreamer_live import config
+    from dreamer_live.agent import devices
     from dreamer_live.agent import Agent
     cfg = config.resolve(["debug"], {"agent.opt.eps": 1.0, "agent.opt.lr": 1.0, "agent.opt.agc": 0.0})
     obs = {"image": gymnasium.spaces.Box(0, 255, (16, 16, 1), np.uint8),

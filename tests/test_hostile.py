@@ -82,7 +82,7 @@ def finite_file(path: pathlib.Path) -> bool:
 def test_learner_skips_non_finite_updates_then_stops_with_one_line(base, initial, tmp_path):
     import jax
 
-    from dreamer_live.checkpoint import Checkpointer
+    from dreamer_live.learner.checkpoint import Checkpointer
 
     copy_replay(base, tmp_path)
     # A run that diverged after 1 update: its parameters blown up to +-1e30 (finite, so the
@@ -119,7 +119,7 @@ def test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss(ba
 
     from conftest import poll
 
-    from dreamer_live.checkpoint import Checkpointer
+    from dreamer_live.learner.checkpoint import Checkpointer
 
     copy_replay(base, tmp_path)
     Checkpointer(tmp_path / "checkpoint").save(initial[1], {"updates": 100, "env_steps": 200})
@@ -160,7 +160,7 @@ def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, initial, tmp
     import json
     import time
 
-    from dreamer_live import sync
+    from dreamer_live.transport import sync
     from dreamer_live.replay import Reader
 
     copy_replay(base, tmp_path)
@@ -311,7 +311,7 @@ def test_hostile_spaces_json_is_one_line_not_a_hang(base, tmp_path, field, value
 def test_a_lying_latest_json_moves_no_version_and_prunes_nothing(tmp_path, pointer):
     import json
 
-    from dreamer_live import sync
+    from dreamer_live.transport import sync
 
     tree = {"w": np.ones((4, 4), np.float32)}
     publisher = sync.Publisher(tmp_path, "0123456789abcdef", keep=3)
@@ -579,7 +579,7 @@ def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claim
 
     from conftest import poll
 
-    from dreamer_live import sync
+    from dreamer_live.transport import sync
 
     logdir = tmp_path / "run"
     copy_replay(base, logdir)

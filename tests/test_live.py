@@ -410,14 +410,6 @@ def test_pointer_chain_in_a_real_process():
         reader.close()
 
 
-def _actor_available() -> str:
-    for module in ("dreamer_live/actor.py", "dreamer_live/replay/__init__.py",
-                   "dreamer_live/agent/__init__.py"):
-        if not (ROOT / module).exists():
-            return f"{module} does not exist yet"
-    return ""
-
-
 def run_actor(xvfb, logdir: pathlib.Path, *args: str, env: dict | None = None) -> None:
     """`python -m dreamer_live.actor` on the display with the debug agent; fails on a non-zero exit."""
     out = subprocess.run(
@@ -455,7 +447,6 @@ def assert_resets_are_not_lateness(logdir: pathlib.Path, ticks: dict, reset_at_l
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
 def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
     """~18 s of the actor on the Catcher window: replay rewards are the game's logged reward events;
     each game over's reset (here 1 s longer, a stand-in for a title card) is not counted as lateness."""
@@ -487,7 +478,6 @@ def test_actor_on_catcher_window_matches_score_log(xvfb, tmp_path):
 FROZEN_S, FROZEN_FOR = 1.5, 4.0  # env.live.frozen_s of the test; how long the game stays stopped
 
 
-@pytest.mark.skipif(bool(_actor_available()), reason=_actor_available() or "ok")
 def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvfb, tmp_path, record_property):
     """The game's process stopped (SIGSTOP) under the actor: once its picture and memory values have
     not changed for env.live.frozen_s, the episode ends (a truncation), keys go up, one line says so

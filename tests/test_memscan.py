@@ -18,7 +18,7 @@ from live_fixtures import ROOT, fake_key, running_game, xvfb  # noqa: F401
 
 from dreamer_live.envs.live.memory import MemoryReadError, Region
 from dreamer_live.errors import UserError
-from dreamer_live.memscan import Scanner, Session, pointer_paths, tolerance
+from dreamer_live.envs.live.memscan import Scanner, Session, pointer_paths, tolerance
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and X11")
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dreamer_live import plot
+from dreamer_live.tools import plot
 from dreamer_live.metrics import encode_line
 
 

@@ -394,10 +394,10 @@ def test_a_run_joins_a_two_node_cluster_and_data_crosses_nodes(tmp_path):
 def cluster():
     """A private local cluster in this process, as the launcher starts it, shared by the tests below
     (last in this module: the others start their clusters in processes of their own)."""
-    from dreamer_live import rayrun
+    from dreamer_live.transport import raycluster
 
     saved = dict(os.environ)
-    ray = rayrun.local_cluster(num_cpus=2)
+    ray = raycluster.local_cluster(num_cpus=2)
     yield ray
     ray.shutdown()
     # connect() sets Ray's one-machine variables in this process's environment; a `ray start` for
@@ -413,7 +413,9 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
     disk, then a Hub started anew under the same name gets them and the next version."""
     from test_transport import members
 
-    from dreamer_live import config, raylink, transport
+    from dreamer_live import config, transport
+
+    from dreamer_live.transport import raylink
 
     # the source polls the Hub every 0.5 s (at the default 5 s each version waited up to 5 s)
     cfg = config.resolve(["debug"], {"replay.chunk_steps": 4, "ray.inflight": 2,
@@ -482,10 +484,10 @@ def test_a_loop_whose_process_dies_while_it_stops_is_asked_again(cluster, tmp_pa
     0, with that loop's summary printed by the launcher itself."""
     import threading
 
-    from dreamer_live import config, rayrun
-    from dreamer_live import run as runlib
+    from dreamer_live import config
+    from dreamer_live.launch import rayrun
 
-    monkeypatch.setattr(runlib, "STOP_GRACE_S", 30.0)  # a stop never asked again: exit 1 in 30 s
+    monkeypatch.setattr(rayrun, "STOP_GRACE_S", 30.0)  # a stop never asked again: exit 1 in 30 s
 
     class Loop(rayrun.Worker):
         """The launcher's Worker (stop flag, last words) around a loop that, once asked to stop,
@@ -526,7 +528,9 @@ def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, t
     DIR/metrics.jsonl, each once; an actor sharing the Hub's logdir sends no line (they are there)."""
     import gymnasium
 
-    from dreamer_live import config, raylink, spaces, transport
+    from dreamer_live import config, spaces, transport
+
+    from dreamer_live.transport import raylink
     from dreamer_live.metrics import Logger
 
     cfg = config.resolve(["debug"], {"replay.chunk_steps": 4,

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 from dreamer_live import config, spaces, steps
-from dreamer_live.actor_core import ActorCore
+from dreamer_live.actor.core import ActorCore
 from dreamer_live.agent import Agent
 from dreamer_live.envs.games import GameEnv
 from dreamer_live.envs.games.catcher import Catcher

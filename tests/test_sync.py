@@ -8,7 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from dreamer_live import config, sync
+from dreamer_live import config
+
+from dreamer_live.transport import sync
 from dreamer_live.atomic import write_atomic
 from dreamer_live.replay import Writer
 
@@ -122,7 +124,7 @@ def test_broken_or_mismatched_versions_keep_current_params_and_report_once(tmp_p
         pub.version = max(publisher.version, pub.version)
         version = pub.publish(tree, step=250)
         publisher.version = version
-        with caplog.at_level(logging.WARNING, logger="dreamer_live.sync"):
+        with caplog.at_level(logging.WARNING, logger="dreamer_live.transport.sync"):
             caplog.clear()
             for _ in range(3):
                 assert client.poll() is False

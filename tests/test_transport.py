@@ -1,4 +1,4 @@
-"""Transport seams: the file transport's four ends, made by transport.py's factories, have every member
+"""Transport seams: the file transport's four ends, made by the factories of dreamer_live/transport/, have every member
 of the seam's interfaces, and the actor and the learner reach replay and parameters only through
 those factories (so another transport plugs in without touching either loop)."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from dreamer_live import config, transport
 
-PACKAGE = pathlib.Path(transport.__file__).parent
-FILE_TRANSPORT = ("dreamer_live.replay", "dreamer_live.sync")
+PACKAGE = pathlib.Path(transport.__file__).parent.parent
+FILE_TRANSPORT = ("dreamer_live.replay", "dreamer_live.transport.sync")
 
 
 def members(protocol) -> set[str]:
@@ -44,7 +44,7 @@ def test_the_file_ends_have_every_member_of_their_interfaces(tmp_path):
             end.close()
 
 
-@pytest.mark.parametrize("module", ["actor.py", "learner.py"])
+@pytest.mark.parametrize("module", ["actor/loop.py", "learner/loop.py"])
 def test_the_loops_reach_the_file_transport_only_through_the_seams(module):
     tree = ast.parse((PACKAGE / module).read_text())
     imported = set()
@@ -54,4 +54,4 @@ def test_the_loops_reach_the_file_transport_only_through_the_seams(module):
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
     direct = sorted(name for name in imported if name.startswith(FILE_TRANSPORT))
-    assert not direct, f"{module} imports {direct}; use transport.py's factories"
+    assert not direct, f"{module} imports {direct}; use the factories of transport/__init__.py"

@@ -25,7 +25,7 @@ assert OVERRIDES["env.size"] == [IMAGE, IMAGE] and OVERRIDES["batch_length"] == 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
-    from dreamer_live.actor_core import random_action
+    from dreamer_live.actor.core import random_action
     from dreamer_live.steps import replay_keys, tick_fields
 
     logdir = tmp_path_factory.mktemp("viz") / "run"
@@ -33,9 +33,11 @@ def run_dir(tmp_path_factory):
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live import spaces, sync
+    from dreamer_live import spaces
+
+    from dreamer_live.transport import sync
     from dreamer_live.agent import Agent
-    from dreamer_live.checkpoint import Checkpointer
+    from dreamer_live.learner.checkpoint import Checkpointer
     from dreamer_live.envs import make_env
     from dreamer_live.replay import Reader, Writer
 
@@ -67,7 +69,7 @@ def run_dir(tmp_path_factory):
 
 
 def viz(logdir, capsys, *args):
-    from dreamer_live import viz as vizlib
+    from dreamer_live.tools import viz as vizlib
 
     code = vizlib.main(["--logdir", str(logdir), "--sequences", str(SEQUENCES), "--length",
                         str(LENGTH), *args])
@@ -147,7 +149,9 @@ def test_error_small_when_observed_and_growing_when_imagined(run_dir, capsys, tm
 
 @pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
 def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path):
-    from dreamer_live import eval as evallib, metrics, plot
+    from dreamer_live import metrics
+    from dreamer_live.tools import eval as evallib
+    from dreamer_live.tools import plot
 
     code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
     out = capsys.readouterr()
@@ -196,7 +200,8 @@ def test_viz_of_a_live_game_run_needs_no_game(run_dir, capsys, tmp_path):
 
 @pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
 def test_unknown_checkpoint_step_lists_the_kept_ones(run_dir, capsys):
-    from dreamer_live import eval as evallib, viz as vizlib
+    from dreamer_live.tools import eval as evallib
+    from dreamer_live.tools import viz as vizlib
 
     assert vizlib.main(["--logdir", str(run_dir), "--checkpoint", "7"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

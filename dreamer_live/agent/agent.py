@@ -11,7 +11,8 @@ import optax
 from dreamer_live.agent import behavior, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
-from dreamer_live import devices, steps
+from dreamer_live import steps
+from dreamer_live.agent import devices
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32

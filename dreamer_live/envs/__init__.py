@@ -29,7 +29,7 @@ def is_game(name: str) -> bool:
     """Whether env.name is a game with a clock: a built-in game or a PLE game ("module:Class")."""
     if game_name(name) is not None:
         return True
-    from dreamer_live.ple.adapter import game_class
+    from dreamer_live.envs.ple_game import game_class
     return game_class(name) is not None
 
 
@@ -73,7 +73,7 @@ def _game_fps(config) -> float:
     """The frame rate of a built-in or PLE game's own clock."""
     name = game_name(config.env.name)
     if name is None:  # a PLE game: its fps option
-        from dreamer_live.ple.adapter import DEFAULT_FPS
+        from dreamer_live.envs.ple_game import DEFAULT_FPS
         return float(config.env.kwargs.to_dict().get("fps", DEFAULT_FPS))
     from dreamer_live.envs.games import GAMES
     return GAMES[name].fps
@@ -102,7 +102,7 @@ def _builtin(config) -> Env:
     name, seed = game_name(env.name), config.seed + config.actor.id
     lockstep = env.clock == "lockstep"
     if name is None:  # a PLE game, "module:Class"
-        from dreamer_live.ple.adapter import load_game
+        from dreamer_live.envs.ple_game import load_game
         game = load_game(env.name, seed=seed, window=env.window, **env.kwargs.to_dict())
     elif name not in GAMES:
         known = ", ".join(f"dreamer_live/{n}-v0" for n in GAMES) or "none yet"

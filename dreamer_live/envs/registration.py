@@ -50,7 +50,7 @@ class GameGymEnv(gymnasium.Env):
         if isinstance(game, str) and game in GAMES:
             self._game = GAMES[game](seed=seed, **game_kwargs)
         else:  # a PLE game: a PyGameWrapper class or "module:Class"
-            from dreamer_live.ple.adapter import load_game
+            from dreamer_live.envs.ple_game import load_game
             self._game = load_game(game, seed=seed, window=render_mode == "human", **game_kwargs)
         self.render_mode, self.obs_kind = render_mode, obs
         inner_obs = "both" if render_mode == "rgb_array" and obs == "vector" else obs

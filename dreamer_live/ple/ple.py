@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dreamer_live.envs.games.base import window_scale
-from dreamer_live.ple.games.base import PyGameWrapper
+from dreamer_live.envs.games.pygame_wrapper import PyGameWrapper
 
 
 class PLE:

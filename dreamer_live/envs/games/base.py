@@ -303,9 +303,3 @@ class GameEnv(Env):
                     self._advance_locked(keys)
                 if self.window and self._started:
                     self._show_locked()
-
-
-def standalone_main(game_cls: type[Game], argv: list[str] | None = None) -> int:
-    """`python -m dreamer_live.envs.games.<game> [--window]`: play the game from the keyboard."""
-    from dreamer_live.envs.games.standalone import main
-    return main(game_cls, argv)

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 
 PADDLE_COLOR = (255, 255, 255)
@@ -100,5 +100,7 @@ class Catcher(Game):
                          self.fruit_x / self.width, self.fruit_y / self.height], np.float32)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(Catcher, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(Catcher, sys.argv[1:]))

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game
 from dreamer_live.errors import UserError
 
 BACKGROUNDS = {"day": (78, 192, 202), "night": (0, 135, 147)}
@@ -134,5 +134,7 @@ class FlappyBird(Game):
                          (x2 - self.bird_x) / w, g2 / h, (g2 + self.pipe_gap) / h], np.float32)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(FlappyBird, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(FlappyBird, sys.argv[1:]))

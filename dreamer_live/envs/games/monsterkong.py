@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games.base import Game, standalone_main
+from dreamer_live.envs.games.base import Game
 from dreamer_live.envs.games.physics import boxes_overlap
 
 CELL = 15  # the level is a grid of 15 px blocks
@@ -289,5 +289,7 @@ def _cell_center(cell: tuple[int, int]) -> tuple[float, float]:
     return (cell[1] * CELL + CELL / 2, cell[0] * CELL + CELL / 2)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(MonsterKong, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(MonsterKong, sys.argv[1:]))

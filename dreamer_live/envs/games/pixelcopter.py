@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 
 GREEN = (120, 240, 80)
 WHITE = (255, 255, 255)
@@ -141,5 +141,7 @@ class Pixelcopter(Game):
                         np.float32)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(Pixelcopter, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(Pixelcopter, sys.argv[1:]))

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 
 WHITE = (255, 255, 255)
@@ -158,5 +158,7 @@ class Pong(Game):
                         np.float32)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(Pong, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(Pong, sys.argv[1:]))

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 
 BACKGROUND = (255, 255, 255)
 AGENT_COLOR = (60, 60, 140)
@@ -104,5 +104,7 @@ class PuckWorld(Game):
         pygame.draw.circle(surface, AGENT_COLOR, self.player_pos.round(), self.agent_radius)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(PuckWorld, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(PuckWorld, sys.argv[1:]))

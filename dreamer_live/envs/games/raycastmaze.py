@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 
 FREE, WALL, GOAL = 0, 1, 2
@@ -226,5 +226,7 @@ class RaycastMaze(Game):
         surface.blit(pygame.surfarray.make_surface(self.render()), (0, 0))
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(RaycastMaze, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(RaycastMaze, sys.argv[1:]))

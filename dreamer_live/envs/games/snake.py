@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 
 BACKGROUND = (25, 25, 25)
@@ -125,5 +125,7 @@ class Snake(Game):
             pygame.draw.rect(surface, color, (round(pos[0] - side / 2), round(pos[1] - side / 2), side, side))
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(Snake, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(Snake, sys.argv[1:]))

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from dreamer_live.envs.games import physics
-from dreamer_live.envs.games.base import Game, check_size, standalone_main
+from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 
 BACKGROUND = (255, 255, 255)
@@ -118,5 +118,7 @@ class WaterWorld(Game):
             pygame.draw.circle(surface, CREEP_COLORS[bool(good)], pos.round(), self.radius)
 
 
-if __name__ == "__main__":
-    sys.exit(standalone_main(WaterWorld, sys.argv[1:]))
+if __name__ == "__main__":  # python -m dreamer_live.envs.games.<game>: play it from the keyboard
+    from dreamer_live.envs.games.standalone import main
+
+    sys.exit(main(WaterWorld, sys.argv[1:]))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from dreamer_live.errors import UserError
-from dreamer_live.ple.games.base import PyGameWrapper
+from dreamer_live.envs.games.pygame_wrapper import PyGameWrapper
 
 DEFAULT_REWARDS = {"positive": 1.0, "negative": -1.0}  # what the +1/-1 built-in games pay
 

@@ -1,5 +1,5 @@
 """Ray ends of the transport seams (the `ray` extra): chunks and parameter versions through Ray's object
-store, for the processes the Ray launcher starts (dreamer_live/rayrun.py; transport.use_ray).
+store, for the processes the Ray launcher starts (dreamer_live/launch/rayrun.py; transport.use_ray).
 
 Actor side. The replay sink is the ordinary Writer, writing into an outbox folder on the actor's own
 disk; a shipper thread sends each finished chunk file's bytes to the Hub, at most ray.inflight at a
@@ -35,7 +35,9 @@ from typing import Any
 
 import ray
 
-from dreamer_live import spaces as spaceslib, sync
+from dreamer_live import spaces as spaceslib
+
+from dreamer_live.transport import sync
 from dreamer_live.atomic import write_atomic
 from dreamer_live.metrics import MetricsTail
 from dreamer_live.replay import Writer

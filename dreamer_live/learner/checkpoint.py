@@ -142,7 +142,7 @@ class Checkpointer:
         import numpy as np
         from flax import serialization
 
-        from dreamer_live import sync
+        from dreamer_live.transport import sync
 
         data = path.read_bytes()  # FileNotFoundError: pruned meanwhile, load() looks again
         try:

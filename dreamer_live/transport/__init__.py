@@ -4,9 +4,9 @@ come from and go (Acme's Adder and VariableSource, and their learner-side twins)
 The file transport over a shared logdir is the default: chunk files in DIR/replay and versioned
 parameter files in DIR/params. The actor and the learner get their ends only from the four factories
 below and use only the methods of the four interfaces. In a process that the Ray launcher started
-(dreamer_live/rayrun.py), `use_ray` routes the actor's ends and the learner's publisher through Ray's
-object store (dreamer_live/raylink.py); the learner side of Ray persists every chunk it receives into
-DIR/replay, so the learner's replay source is the file one either way.
+(dreamer_live/launch/rayrun.py), `use_ray` routes the actor's ends and the learner's publisher
+through Ray's object store (dreamer_live/transport/raylink.py); the learner side of Ray persists
+every chunk it receives into DIR/replay, so the learner's replay source is the file one either way.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def variable_source(config, logdir: pathlib.Path, template: Any,
                     on_update: Callable[[Any], None] | None = None) -> VariableSource:
     """The actor's parameter source, started: DIR/params (or, Ray, the object store) polled every
     actor.param_interval s."""
-    from dreamer_live import sync
+    from dreamer_live.transport import sync
 
     if _ray is not None:
         return _ray.variable_source(config, template, on_update)
@@ -165,7 +165,7 @@ def latent_store(config):
 def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:
     """The learner's parameter publisher: versioned files in DIR/params (and, Ray, each version put
     in the object store once)."""
-    from dreamer_live import sync
+    from dreamer_live.transport import sync
 
     if _ray is not None:
         return _ray.variable_publisher(config, logdir)

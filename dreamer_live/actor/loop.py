@@ -19,7 +19,7 @@ import traceback
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib, transport
-from dreamer_live.actor_core import ActorCore, random_action
+from dreamer_live.actor.core import ActorCore, random_action
 from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import RunFailure, UserError
 from dreamer_live.metrics import Logger, Samples
@@ -416,29 +416,3 @@ class TickLoop:
 def _fmt(value) -> str:
     return "-" if value is None or (isinstance(value, float) and not np.isfinite(value)) \
         else f"{value:.0f}"
-
-
-@cli.main
-def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m dreamer_live.actor --logdir DIR --configs PRESET..."""
-    p = cli.parser("python -m dreamer_live.actor",
-                   "Play a game in real time into DIR/replay with the learner's latest policy "
-                   "(--ray.address HOST:PORT: join a running learner's Ray cluster instead).")
-    args, config = cli.parse(p, argv)
-    if not config.ray.address:
-        return run_actor(config, args.logdir)
-    from dreamer_live import rayrun
-
-    where = rayrun.attach(config, args.logdir)  # a hand-started actor joining a running learner
-    print(f"actor {config.actor.id}: joined the Ray cluster at {where}; Ctrl-C ships what it has "
-          "and leaves", flush=True)
-    try:
-        return run_actor(config, args.logdir)
-    finally:
-        import ray
-
-        ray.shutdown()
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

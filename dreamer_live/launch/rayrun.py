@@ -3,7 +3,7 @@ and an actor joining a running learner by hand (`python -m dreamer_live.actor --
 
 `local` starts a private Ray cluster on this machine, listening on the loopback address only, and tears
 it down on exit; `auto` or HOST:PORT joins a running cluster (one run per cluster), whose own processes
-stay. In it run the Hub (dreamer_live/raylink.py: chunks into DIR/replay, the newest
+stay. In it run the Hub (dreamer_live/transport/raylink.py: chunks into DIR/replay, the newest
 parameters), the learner and N actors, each a Ray actor running the ordinary loop (learner.Learner,
 actor.run_actor) with its transport ends routed through Ray; actor k plays its own env as writer id
 actor.id + k. Ray restarts a process that dies (ray.max_restarts) and runs the loop again: an actor
@@ -20,112 +20,21 @@ import math
 import os
 import pathlib
 import signal
-import socket
 import sys
 import time
 
+from dreamer_live import transport
+from dreamer_live.actor.loop import run_actor
 from dreamer_live.config import Config
+from dreamer_live.envs import tick_hz
 from dreamer_live.errors import UserError
+from dreamer_live.launch.status import STOP_GRACE_S, Status
+from dreamer_live.learner.loop import run_learner
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import StopFlag
+from dreamer_live.transport import raycluster, silent_after_s
 
-AUTH_ENV = "RAY_AUTH_MODE"  # token: send this machine's Ray token (Ray never does for an address given)
-JOIN_TIMEOUT_S = 5.0  # to reach a cluster's head before joining it
 RESTOP_S = 1.0  # while stopping, loops still running are asked again this often
-# Set before Ray is imported, inherited by every process of the cluster: node addresses are the loopback
-# one (Ray's own mode for one-machine clusters on Windows and macOS), and no usage report.
-LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-             "RAY_DEDUP_LOGS": "0"}  # every actor's lines, not "repeated 2x across cluster"
-
-
-def require_ray():
-    """The ray module, or a UserError saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray.address needs Ray, which is not installed: "
-                        "pip install -e '.[ray]'") from None
-    return ray
-
-
-def check_address(address: str) -> str:
-    """`address` if it is local, auto or HOST:PORT; else a UserError."""
-    host, _, port = address.rpartition(":")
-    if address in ("local", "auto") or (host and port.isdigit() and 0 < int(port) < 65536):
-        return address
-    raise UserError(f"ray.address {address!r} is none of local (a private cluster on this machine), "
-                    "auto (the running cluster this machine belongs to) or HOST:PORT (a running "
-                    "cluster's head)")
-
-
-def local_cluster(num_cpus: int):
-    """Start a private Ray cluster on this machine, on the loopback address only; return ray."""
-    return connect("local", num_cpus)[0]
-
-
-def connect(address: str, num_cpus: int = 0, log_to_driver: bool = True):
-    """Start a private cluster (local: loopback only, num_cpus) or join the running one at `address`
-    (auto or HOST:PORT); return (ray, the connection's context)."""
-    host, _, port = address.rpartition(":")
-    loopback = address == "local" or host in ("localhost", "127.0.0.1", "::1")
-    # Ray turns a loopback address into this machine's network one unless told it is one machine
-    os.environ.update(LOCAL_ENV if loopback else {k: v for k, v in LOCAL_ENV.items()
-                                                  if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"})
-    ray = require_ray()
-    if address == "local":
-        return ray, ray.init(num_cpus=num_cpus, include_dashboard=False, namespace="dreamer_live",
-                             log_to_driver=log_to_driver)
-    if host:  # Ray itself would retry an address where nothing listens for minutes
-        try:
-            socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
-        except OSError as e:
-            raise UserError(f"cannot join the Ray cluster at {address}: nothing answers there "
-                            f"({e.strerror or type(e).__name__}); start its head with ray start "
-                            "--head, or give its address") from None
-    try:
-        return ray, ray.init(address=address, namespace="dreamer_live", log_to_driver=log_to_driver)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        token = "" if os.environ.get(AUTH_ENV, "").lower() == "token" else (
-            f" (a cluster with token authentication, Ray's default, needs {AUTH_ENV}=token and its "
-            "token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
-        raise UserError(f"cannot join the Ray cluster at {address}: "
-                        f"{str(e).strip().splitlines()[0][:300]}{token}") from None
-
-
-def describe(context) -> str:
-    """Where the cluster is (its address), and its dashboard when it has one."""
-    dashboard = context.dashboard_url
-    return context.address_info["gcs_address"] + (f" (Ray dashboard http://{dashboard})"
-                                                  if dashboard else "")
-
-
-def hub_exists(ray) -> bool:
-    """Whether a run's Hub (raylink.HUB_NAME) lives in the connected cluster."""
-    from dreamer_live import raylink
-
-    try:
-        ray.get_actor(raylink.HUB_NAME)
-    except ValueError:
-        return False
-    return True
-
-
-def attach(config, logdir: pathlib.Path) -> str:
-    """Join this (hand-started) actor's process to a running learner's cluster: its transport ends
-    go through Ray from now on; return where it joined."""
-    address = check_address(config.ray.address)
-    if address == "local":
-        raise UserError("an actor joins a running learner's cluster: --ray.address auto or HOST:PORT "
-                        "(local starts a private one, for python -m dreamer_live.run)")
-    ray, context = connect(address, log_to_driver=False)
-    from dreamer_live import raylink, transport
-
-    transport.use_ray(raylink.Link(logdir))
-    where = describe(context)
-    if not hub_exists(ray):
-        print(f"actor {config.actor.id}: no learner on the Ray cluster at {where} yet; playing on, "
-              "its chunks wait in the outbox until one starts", flush=True)
-    return where
 
 
 class LastWords:
@@ -198,17 +107,15 @@ class Worker:
         return code, words.take()
 
     def _loop(self) -> int:
-        from dreamer_live import raylink, transport
+        from dreamer_live.transport import raylink  # imports Ray
 
         transport.use_ray(raylink.Link(self.logdir))
         if self.role == "learner":
-            from dreamer_live.learner import run_learner
 
             # The CPU is yielded here, not in __init__: priority and cores are per thread on Linux,
             # and XLA's threads, started by the loop, inherit them from this one.
             return run_learner(self.config, self.logdir, self.logdir / "replay", False,
                                stop=self.flag, share_with="the actors")
-        from dreamer_live.actor import run_actor
 
         return run_actor(self.config, self.logdir, stop=self.flag)
 
@@ -232,14 +139,14 @@ class RayRun:
         machine (the logdir's) and ray.actors actors wherever Ray places them."""
         os.environ[NO_STATUS_ENV] = "1"  # the launcher draws the one status line
         cfg = self.config.ray
-        ray, context = connect(cfg.address, max(os.cpu_count() or 1,
+        ray, context = raycluster.connect(cfg.address, max(os.cpu_count() or 1,
                                                 math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
-        self.where = describe(context)
+        self.where = raycluster.describe(context)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from dreamer_live import raylink
+        from dreamer_live.transport import raylink  # imports Ray
 
-        if hub_exists(ray):
+        if raycluster.hub_exists(ray):
             raise UserError(f"the Ray cluster at {self.where} already runs a dreamer_live learner "
                             f"(its {raylink.HUB_NAME}); one run per cluster")
         signal.signal(signal.SIGINT, self._on_signal)
@@ -269,9 +176,6 @@ class RayRun:
         """Wait for the loops; on a signal or one's end stop the others; return the exit status."""
         import ray
 
-        from dreamer_live.envs import tick_hz
-        from dreamer_live.run import STOP_GRACE_S, Status
-        from dreamer_live.transport import silent_after_s
 
         runs = {w.run.remote(): name for name, w in self.workers.items()}
         tail = MetricsTail(self.logdir / "metrics.jsonl")
@@ -340,13 +244,14 @@ class RayRun:
 
 def launch(config, logdir: pathlib.Path) -> int:
     """Run the learner and ray.actors actors on Ray until they end or Ctrl-C; return the exit status."""
-    address = check_address(config.ray.address)
+    address = raycluster.check_address(config.ray.address)
     run = RayRun(config, logdir)
     try:
         run.start()
         kind = ("a private Ray cluster (loopback only)" if address == "local"
                 else "the Ray cluster joined")
-        token = f"{AUTH_ENV}=token " if os.environ.get(AUTH_ENV, "").lower() == "token" else ""
+        auth = raycluster.AUTH_ENV
+        token = f"{auth}=token " if os.environ.get(auth, "").lower() == "token" else ""
         print(f"run: {config.ray.actors} actors and the learner on {kind} at {run.where}, in "
               f"{run.logdir}. More actors join with: {token}python -m dreamer_live.actor --logdir "
               f"{run.logdir} --ray.address {run.where.split()[0]} --actor.id K. Ctrl-C stops all.",

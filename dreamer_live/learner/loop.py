@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from dreamer_live import cli, spaces as spaceslib
-from dreamer_live.checkpoint import Checkpointer
+from dreamer_live.learner.checkpoint import Checkpointer
 from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger
 from dreamer_live.process import RoleLock, StopFlag, learner_threads, share_cpu
@@ -48,7 +48,9 @@ class Learner:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live import devices, transport
+        from dreamer_live import transport
+
+        from dreamer_live.agent import devices
         from dreamer_live.agent import Agent
 
         mesh = devices.learner_mesh(config)
@@ -336,25 +338,3 @@ def yield_cpu(config) -> str:
 
     threads = learner_threads(config.learner.threads, tick_hz(config))
     return share_cpu(threads, config.learner.nice, config.learner.idle)
-
-
-@cli.main
-def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m dreamer_live.learner --logdir DIR [--replay OTHER/replay --offline]."""
-    p = cli.parser("python -m dreamer_live.learner",
-                   "Train the agent from replay and publish its policy parameters to DIR/params.")
-    p.add_argument("--replay", type=pathlib.Path, default=None,
-                   help="replay folder to train from (default DIR/replay); another run's folder is "
-                        "opened read-only")
-    p.add_argument("--offline", action="store_true",
-                   help="no actor: train from the existing replay until --run.steps updates")
-    args, config = cli.parse(p, argv)
-    replay_dir = args.replay or args.logdir / "replay"
-    if args.offline and not replay_dir.is_dir():
-        raise UserError(f"replay folder {replay_dir} does not exist")
-    return run_learner(config, args.logdir, replay_dir, args.offline,
-                       share_with="" if args.offline else "the actor")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -30,7 +30,7 @@ from flax import serialization
 
 from dreamer_live.atomic import write_atomic
 
-log = logging.getLogger("dreamer_live.sync")
+log = logging.getLogger(__name__)
 POINTER = "latest.json"
 HEARTBEAT = "learner.json"
 FILE_RE = re.compile(r"^params-(\d{6,})\.msgpack$")

@@ -1,0 +1,434 @@
+"""Find where a running game keeps a value, by successive filtering (as Cheat Engine does).
+
+    python -m dreamer_live.memscan --window "SuperTux" --type f32
+    memscan> first ?            # unknown initial value: snapshot every writable region
+    memscan> increased          # (walk right in the game) keep values that went up
+    memscan> decreased          # (walk left)
+    memscan> unchanged          # (stand still)
+    memscan> list               # the candidates left, with module + offset when static
+    memscan> pointers 0x55d0c2a4f3c0   # pointer chains from a module to it, for a profile
+
+First scan: `first VALUE` (exact; floats match to the decimals typed, as Cheat Engine's "rounded") or
+`first ?` (unknown). Next scans: `increased`, `decreased`, `unchanged`, `changed`, `equal VALUE`.
+Commands come from the prompt or, with --script, one per line from stdin (for tests and scripts); each
+prints one line starting with its result (`candidates: N`). Linux reads /proc/PID/mem, Windows uses
+pymem: the same backends as the live env (dreamer_live/envs/live/memory.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import dataclasses
+import sys
+import time
+
+import numpy as np
+
+from dreamer_live import cli
+from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, Region, open_process
+from dreamer_live.envs.live.profile import TYPES
+from dreamer_live.errors import UserError
+
+DTYPES = {name: np.dtype(fmt) for name, fmt in TYPES.items()}
+PIECE = 64 << 20  # regions are read in pieces of at most this many bytes
+FEW = 4096  # below this many candidates in a region, read them one by one instead of the region
+NEXT_OPS = ("increased", "decreased", "unchanged", "changed", "equal")
+
+
+@dataclasses.dataclass
+class Hits:
+    """Candidates inside one region: element offsets (None = every element) and their last values."""
+
+    region: Region
+    shift: int  # byte offset of element 0 from the region start (unaligned scans use several)
+    index: np.ndarray | None
+    values: np.ndarray
+
+    def addresses(self, itemsize: int) -> np.ndarray:
+        """Absolute addresses of the candidates."""
+        index = np.arange(len(self.values)) if self.index is None else self.index
+        return self.region.start + self.shift + index.astype(np.int64) * itemsize
+
+    def count(self) -> int:
+        """How many candidates."""
+        return len(self.values)
+
+
+def tolerance(text: str, kind: str) -> float:
+    """Half a unit of the last decimal typed, for floats (57.5 matches [57.45, 57.55)); 0 for ints."""
+    if not kind.startswith("f"):
+        return 0.0
+    decimals = len(text.split(".", 1)[1]) if "." in text and "e" not in text.lower() else 0
+    return 0.5 * 10.0 ** -decimals
+
+
+def parse_number(text: str, kind: str) -> float:
+    """A value as typed for the scan type."""
+    try:
+        return float(text) if kind.startswith("f") else int(text, 0)
+    except ValueError:
+        raise UserError(f"not a {kind} value: {text!r}") from None
+
+
+class Scanner:
+    """Successive-filter scan of one process's writable memory for values of one type."""
+
+    def __init__(self, reader, kind: str = "i32", align: int = 0):
+        if kind not in DTYPES:
+            raise UserError(f"unknown type {kind!r}; types: {', '.join(DTYPES)}")
+        self.reader, self.kind, self.dtype = reader, kind, DTYPES[kind]
+        self.align = align or self.dtype.itemsize
+        if self.align not in (1, 2, 4, 8) or self.align > self.dtype.itemsize:
+            raise UserError(f"--align must be 1, 2, 4 or 8 and at most the type's size "
+                            f"({self.dtype.itemsize})")
+        self.hits: list[Hits] | None = None  # None until the first scan
+        self.bytes_scanned = 0
+
+    def count(self) -> int:
+        """Candidates left (0 before the first scan)."""
+        return sum(h.count() for h in self.hits or [])
+
+    def _read_region(self, region: Region) -> bytes | None:
+        parts = []
+        for start in range(region.start, region.end, PIECE):
+            size = min(PIECE, region.end - start)
+            try:
+                parts.append(self.reader.read(start, size))
+            except MemoryReadError:
+                return None  # unmapped meanwhile, or a guard page
+        self.bytes_scanned += region.size
+        return b"".join(parts)
+
+    def _views(self, region: Region, data: bytes):
+        """(shift, array of every aligned element) for each alignment phase."""
+        size = self.dtype.itemsize
+        for shift in range(0, size, self.align):
+            count = (len(data) - shift) // size
+            if count > 0:
+                yield shift, np.frombuffer(data, self.dtype, count, shift)
+
+    def first(self, value: str | None) -> int:
+        """First scan: every element equal to `value` (as typed), or every element (value None)."""
+        self.hits, self.bytes_scanned = [], 0
+        target = None if value is None else parse_number(value, self.kind)
+        tol = 0.0 if value is None else tolerance(value, self.kind)
+        for region in self.reader.regions():
+            data = self._read_region(region)
+            if data is None:
+                continue
+            for shift, array in self._views(region, data):
+                if target is None:
+                    self.hits.append(Hits(region, shift, None, array.copy()))
+                    continue
+                index = np.flatnonzero(self._equal(array, target, tol))
+                if len(index):
+                    self.hits.append(Hits(region, shift, index, array[index].copy()))
+        return self.count()
+
+    def _equal(self, array: np.ndarray, target: float, tol: float) -> np.ndarray:
+        if tol:
+            with np.errstate(invalid="ignore", over="ignore"):
+                return np.abs(array.astype(np.float64) - target) < tol
+        return array == target
+
+    def _current(self, hits: Hits) -> np.ndarray | None:
+        """The candidates' values now (None if the region is gone)."""
+        size = self.dtype.itemsize
+        if hits.index is not None and len(hits.index) < FEW:
+            out = np.empty(len(hits.index), self.dtype)
+            for i, address in enumerate(hits.addresses(size)):
+                try:
+                    out[i] = np.frombuffer(self.reader.read(int(address), size), self.dtype)[0]
+                except MemoryReadError:
+                    return None
+            return out
+        data = self._read_region(hits.region)
+        if data is None:
+            return None
+        count = (len(data) - hits.shift) // size
+        array = np.frombuffer(data, self.dtype, count, hits.shift)
+        return array if hits.index is None else array[hits.index]
+
+    def next(self, op: str, value: str | None = None) -> int:
+        """Keep the candidates whose value increased / decreased / stayed / changed / equals `value`."""
+        if self.hits is None:
+            raise UserError("no first scan yet: `first VALUE` or `first ?`")
+        if op not in NEXT_OPS:
+            raise UserError(f"unknown scan {op!r}; use one of {', '.join(NEXT_OPS)}")
+        if op == "equal":
+            if value is None:
+                raise UserError("equal needs a value: equal 42")
+            target, tol = parse_number(value, self.kind), tolerance(value, self.kind)
+        self.bytes_scanned = 0
+        kept = []
+        for hits in self.hits:
+            now = self._current(hits)
+            if now is None:
+                continue
+            old = hits.values
+            with np.errstate(invalid="ignore"):
+                keep = {"increased": lambda: now > old, "decreased": lambda: now < old,
+                        "unchanged": lambda: now == old, "changed": lambda: now != old,
+                        "equal": lambda: self._equal(now, target, tol)}[op]()
+            index = np.flatnonzero(keep)
+            if len(index):
+                full = index if hits.index is None else hits.index[index]
+                kept.append(Hits(hits.region, hits.shift, full, now[index].copy()))
+        self.hits = kept
+        return self.count()
+
+    def candidates(self, limit: int = 20) -> list[tuple[int, float]]:
+        """Up to `limit` (address, current value) pairs."""
+        out = []
+        for hits in self.hits or []:
+            for address, value in zip(hits.addresses(self.dtype.itemsize), hits.values):
+                out.append((int(address), float(value)))
+                if len(out) >= limit:
+                    return out
+        return out
+
+
+class Statics:
+    """Which addresses are statics: inside a module's image (its .data and .bss)."""
+
+    def __init__(self, reader):
+        self.reader = reader
+        self.images = sorted(reader.images(), key=lambda r: r.start)
+        self._starts = [r.start for r in self.images]
+
+    def owner(self, address: int) -> tuple[str, int] | None:
+        """(module, offset from the module's base) for a static address, else None."""
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0 or address >= self.images[i].end:
+            return None
+        name = self.images[i].path
+        return name, address - self.reader.module_base(name)
+
+
+def pointer_paths(reader, target: int, depth: int = 2, max_offset: int = 4096, limit: int = 10,
+                  module: str = "") -> list[tuple[str, int, list[int]]]:
+    """Pointer chains (module, offset, offsets) from module statics to `target`, shortest first.
+
+    Only statics of `module` count when it is given (the game's own executable is the stable choice).
+    """
+    size = reader.pointer_size
+    dtype = np.dtype("<u8" if size == 8 else "<u4")
+    values, where = [], []
+    for region in reader.regions():
+        try:
+            data = reader.read(region.start, region.size)
+        except MemoryReadError:
+            continue
+        array = np.frombuffer(data, dtype, len(data) // size)
+        plausible = array >= 0x10000
+        index = np.flatnonzero(plausible)
+        values.append(array[index].astype(np.uint64))
+        where.append(region.start + index.astype(np.uint64) * size)
+    if not values:
+        return []
+    values, where = np.concatenate(values), np.concatenate(where)
+    order = np.argsort(values, kind="stable")
+    values, where = values[order], where[order]
+    statics = Statics(reader)
+    found: list[tuple[str, int, list[int]]] = []
+    frontier = [(target, [])]
+    for _ in range(depth):
+        next_frontier = []
+        for address, tail in frontier:
+            lo = np.searchsorted(values, np.uint64(max(0, address - max_offset)), "left")
+            hi = np.searchsorted(values, np.uint64(address), "right")
+            for i in range(lo, min(hi, lo + 2000)):
+                location, offset = int(where[i]), address - int(values[i])
+                chain = [offset] + tail
+                owner = statics.owner(location)
+                if owner is not None and module and owner[0] != module:
+                    continue  # another module's static: neither a result nor worth following
+                if owner is not None:
+                    found.append((owner[0], owner[1], chain))
+                else:
+                    next_frontier.append((location, chain))
+        if len(found) >= limit:
+            break
+        frontier = next_frontier[:20000]
+    found.sort(key=lambda f: (len(f[2]), sum(f[2])))
+    return found[:limit]
+
+
+HELP = """commands:
+  type T                 scan type: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64 (resets the scan)
+  first VALUE | first ?  first scan: an exact value, or unknown (snapshot everything)
+  increased | decreased | unchanged | changed | equal VALUE    next scan against the last values
+  count                  candidates left
+  list [N]               up to N candidates: address, value, module+offset when static
+  read ADDRESS [T]       the value at an address now
+  pointers ADDRESS [DEPTH [MAX_OFFSET [MODULE]]]   pointer chains from statics (of MODULE) to it
+  wait SECONDS           pause (for scripts)
+  help, quit"""
+
+
+class Session:
+    """The command interpreter over one process."""
+
+    def __init__(self, reader, kind: str, align: int, out=sys.stdout):
+        self.reader, self.out, self.align = reader, out, align
+        self.scanner = Scanner(reader, kind, align)
+
+    def say(self, text: str) -> None:
+        """Print one line of output."""
+        print(text, file=self.out, flush=True)
+
+    def run(self, line: str) -> bool:
+        """Run one command line; False on quit."""
+        words = line.split("#", 1)[0].split()
+        if not words:
+            return True
+        cmd, args = words[0].lower(), words[1:]
+        s = self.scanner
+        began = time.perf_counter()
+        if cmd in ("quit", "exit", "q"):
+            return False
+        if cmd == "help":
+            self.say(HELP)
+        elif cmd == "type":
+            self.scanner = Scanner(self.reader, self._arg(args, 0, "type"), self.align)
+            self.say(f"type: {self.scanner.kind}")
+        elif cmd == "first":
+            value = self._arg(args, 0, "first VALUE or first ?")
+            count = s.first(None if value == "?" else value)
+            self._count(count, began, s.bytes_scanned)
+        elif cmd in NEXT_OPS or cmd in ("next", "same", "=", "inc", "dec"):
+            if cmd == "next":
+                cmd, args = self._arg(args, 0, "next OP"), args[1:]
+            cmd = {"same": "unchanged", "=": "equal", "inc": "increased", "dec": "decreased"}.get(cmd, cmd)
+            count = s.next(cmd, args[0] if args else None)
+            self._count(count, began, s.bytes_scanned)
+        elif cmd == "count":
+            self.say(f"candidates: {s.count()}")
+        elif cmd == "list":
+            limit = int(args[0]) if args else 20
+            rows, statics = s.candidates(limit), Statics(self.reader)
+            self.say(f"candidates: {s.count()}" + ("" if s.count() <= limit else f" (showing {limit})"))
+            for address, value in rows:
+                owner = statics.owner(address)
+                where = f'  "{owner[0]}"+0x{owner[1]:X}' if owner else ""
+                self.say(f"0x{address:X}  {value:g}{where}")
+        elif cmd == "read":
+            address = int(self._arg(args, 0, "read ADDRESS [TYPE]"), 0)
+            kind = args[1] if len(args) > 1 else s.kind
+            if kind not in DTYPES:
+                raise UserError(f"unknown type {kind!r}")
+            data = self.reader.read(address, DTYPES[kind].itemsize)
+            self.say(f"value: {float(np.frombuffer(data, DTYPES[kind])[0]):g}")
+        elif cmd == "pointers":
+            address = int(self._arg(args, 0, "pointers ADDRESS"), 0)
+            depth = int(args[1]) if len(args) > 1 else 2
+            max_offset = int(args[2], 0) if len(args) > 2 else 4096
+            module = args[3] if len(args) > 3 else ""
+            paths = pointer_paths(self.reader, address, depth, max_offset, module=module)
+            self.say(f"pointer paths: {len(paths)}")
+            for module, offset, chain in paths:
+                offsets = ", ".join(f"0x{o:X}" for o in chain)
+                self.say(f"  {{module: {module}, offset: 0x{offset:X}, offsets: [{offsets}], "
+                         f"type: {s.kind}}}")
+        elif cmd == "wait":
+            time.sleep(float(self._arg(args, 0, "wait SECONDS")))
+            self.say("waited")
+        else:
+            raise UserError(f"unknown command {cmd!r} (help lists them)")
+        return True
+
+    def _arg(self, args, i, usage):
+        if len(args) <= i:
+            raise UserError(f"usage: {usage}")
+        return args[i]
+
+    def _count(self, count: int, began: float, scanned: int) -> None:
+        took = time.perf_counter() - began
+        self.say(f"candidates: {count}  ({scanned / 1e6:.0f} MB read in {took:.2f} s)")
+
+
+def find_pid(args) -> int:
+    """The process to scan from --pid, --process or --window."""
+    if args.pid:
+        return args.pid
+    if args.process:
+        if sys.platform == "win32":
+            import pymem.process
+            entry = pymem.process.process_from_name(args.process)
+            if entry is None:
+                raise UserError(f"no process named {args.process!r}")
+            return int(entry.th32ProcessID)
+        from dreamer_live.envs.live.memory import find_pids
+        pids = find_pids(args.process)
+        if not pids:
+            raise UserError(f"no process named {args.process!r}")
+        return pids[-1]
+    from dreamer_live.envs.live.window import open_windows
+    windows = open_windows(args.display)
+    try:
+        window = windows.find(args.window)
+        if window is None or not window.pid:
+            titles = ", ".join(repr(w.title) for w in windows.list()[:8]) or "none"
+            raise UserError(f"no window titled like {args.window!r} with a known process "
+                            f"(open windows: {titles})")
+        return window.pid
+    finally:
+        windows.close()
+
+
+@cli.main
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m dreamer_live.memscan --pid PID | --process NAME | --window TITLE."""
+    p = argparse.ArgumentParser(
+        prog="python -m dreamer_live.memscan",
+        description="Find a value's address in a running game by successive filtering (first scan for "
+                    "a value or unknown, then keep what increased/decreased/stayed/changed/equals). "
+                    "Type `help` at the prompt for the commands.")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--pid", type=int, help="process id of the game")
+    who.add_argument("--process", help="executable name of the game (supertux2, game.exe)")
+    who.add_argument("--window", help="part of the game window's title")
+    p.add_argument("--display", default="", help="X display of the window (Linux; default $DISPLAY)")
+    p.add_argument("--type", default="i32", choices=list(DTYPES), help="value type (default i32)")
+    p.add_argument("--align", type=int, default=0,
+                   help="address alignment in bytes (default: the type's size, Cheat Engine's fast scan)")
+    p.add_argument("--script", action="store_true",
+                   help="read commands from stdin without a prompt; stop at the first error")
+    args = p.parse_args(argv)
+    pid = find_pid(args)
+    try:
+        reader = open_process(pid)
+    except ProcessGone:
+        raise UserError(f"no process {pid}") from None
+    session = Session(reader, args.type, args.align)
+    print(f"memscan: process {pid}, type {args.type}; reading its memory only (nothing is written)",
+          flush=True)
+    interactive = sys.stdin.isatty() and not args.script
+    try:
+        while True:
+            if interactive:
+                try:
+                    line = input("memscan> ")
+                except EOFError:
+                    break
+            else:
+                line = sys.stdin.readline()
+                if not line:
+                    break
+            try:
+                if not session.run(line):
+                    break
+            except (UserError, ValueError) as e:
+                if not interactive:
+                    raise UserError(str(e)) from None
+                print(f"error: {e}", flush=True)
+            except ProcessGone:
+                raise UserError(f"process {pid} exited") from None
+    finally:
+        reader.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Latent rollouts: what the world model believes, rendered as truth | model | error (GIF, MP4 or PNG).
+
+    python -m dreamer_live.viz --logdir DIR [--replay PATH] [--checkpoint latest|STEP]
+        [--out FILE.gif|.mp4|.png] [--sequences N] [--observe K] [--length T] [--dream] [--play]
+
+Takes N sequences of T steps from replay (or plays fresh episodes with --play), lets the model observe
+the first K steps, then imagines the rest open loop: with the recorded actions, or with its own policy
+(--dream). Prints the open-loop error against steps into the future. Needs neither the game (the
+agent's spaces come from the replay's spaces.json) nor the learner; the same rendering
+(`render.write_open_loop`) makes the learner's DIR/videos/.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+
+from dreamer_live import cli, render, spaces as spaceslib
+from dreamer_live.learner.checkpoint import check_checkpoint, load_state
+from dreamer_live.errors import UserError
+
+DEFAULT_OBSERVE = 5
+VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
+
+
+def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, seed: int):
+    """N sequences of T steps from a replay folder (opened read-only)."""
+    from dreamer_live.replay import Reader
+
+    if not replay_dir.is_dir():
+        raise UserError(f"replay folder {replay_dir} does not exist")
+    # The newest steps are plenty for a few sequences, and load much faster than a full replay.
+    capacity = min(config.replay.capacity, max(VIZ_CAPACITY, 4 * sequences * length))
+    reader = Reader(replay_dir, capacity=capacity, seed=seed, prefetch=0,
+                    batch=sequences, length=length, readonly=True)
+    try:
+        if not reader.num_steps:
+            raise UserError(f"replay folder {replay_dir} is empty: run the actor first, or pass --play")
+        if not reader.ready(length):
+            raise UserError(f"replay folder {replay_dir} holds no sequence of {length} steps yet "
+                            f"({reader.num_steps} steps); use a smaller --length")
+        batch = reader.sample(sequences, length)
+    finally:
+        reader.close()
+    return batch
+
+
+def played_batch(config, agent, state, sequences: int, length: int, seed: int) -> dict:
+    """N fresh sequences of up to T steps played with the policy (lockstep for built-in games)."""
+    import jax
+
+    from dreamer_live.actor.core import ActorCore, play_episode
+    from dreamer_live.envs import lockstep_twin, make_env
+
+    env = make_env(lockstep_twin(config))
+    try:
+        core = ActorCore(agent, "train", agent.policy_params(state), jax.random.PRNGKey(seed))
+        episodes = [play_episode(env, core, length)["steps"] for _ in range(sequences)]
+    finally:
+        env.close()
+    length = min(len(e["is_first"]) for e in episodes)  # an episode may end early: trim to it
+    return {k: np.stack([e[k][:length] for e in episodes]) for k in episodes[0]}
+
+
+def default_out(logdir: pathlib.Path, updates, dream: bool) -> pathlib.Path:
+    """DIR/videos/openloop_<updates>.gif (dream_<updates>.gif with --dream)."""
+    name = "dream" if dream else "openloop"
+    return logdir / "videos" / f"{name}_{int(updates or 0):08d}.gif"
+
+
+@cli.main
+def main(argv: list[str] | None = None) -> int:
+    """Command line: render open-loop predictions of a run's latest checkpoint."""
+    p = cli.parser("python -m dreamer_live.viz",
+                   "Render what the world model predicts: rows truth | model | error per sequence, "
+                   "green border = observed, red = imagined; prints the open-loop error by horizon.")
+    p.add_argument("--replay", type=pathlib.Path, default=None,
+                   help="replay folder to take sequences from (default DIR/replay; opened read-only)")
+    p.add_argument("--checkpoint", default="latest", help="latest, or the learner update count "
+                   "of a kept checkpoint (the newest learner.keep_checkpoints are kept)")
+    p.add_argument("--out", type=pathlib.Path, default=None,
+                   help="output .gif, .mp4 or .png (default DIR/videos/openloop_<updates>.gif)")
+    p.add_argument("--sequences", type=int, default=4, help="sequences side by side (default 4)")
+    p.add_argument("--observe", type=int, default=None,
+                   help=f"steps observed before imagining (default {DEFAULT_OBSERVE}; = --length: "
+                        "all observed)")
+    p.add_argument("--length", type=int, default=None, help="steps per sequence (default batch_length)")
+    p.add_argument("--dream", action="store_true",
+                   help="imagine with the learned policy instead of the recorded actions")
+    p.add_argument("--play", action="store_true",
+                   help="play fresh episodes with the policy instead of reading replay")
+    p.add_argument("--scale", type=int, default=2, help="image upscaling factor (default 2)")
+    p.add_argument("--fps", type=float, default=8.0, help="frames per second of a video (default 8)")
+    args, config = cli.parse(p, argv, write=False)
+    length = args.length or config.batch_length
+    observe = DEFAULT_OBSERVE if args.observe is None else args.observe
+    if args.sequences < 1 or length < 1 or args.scale < 1 or args.fps <= 0:
+        raise UserError("--sequences, --length and --scale must be >= 1 and --fps > 0")
+    if not 1 <= observe <= length:
+        raise UserError(f"--observe must be between 1 and --length ({length}), got {observe}")
+    if args.out is not None and args.out.suffix.lower() not in (".gif", ".mp4", ".png"):
+        raise UserError(f"--out {args.out}: use a .gif, .mp4 or .png file name")
+    if not (args.logdir / "config.yaml").exists():
+        raise UserError(f"{args.logdir} is not a run directory (no config.yaml)")
+    check_checkpoint(args.logdir, args.checkpoint)
+
+    cli.setup_jax(config)
+    import jax
+
+    from dreamer_live.agent import Agent
+
+    replay_dir = args.replay or args.logdir / "replay"
+    if not args.play:
+        batch = replay_batch(config, replay_dir, args.sequences, length, config.seed)
+    agent = Agent(config, *spaceslib.of_run(config, replay_dir))
+    state, meta = load_state(args.logdir, agent, args.checkpoint, config.seed)
+    print(f"viz: checkpoint at {meta.get('updates')} updates; "
+          f"{'playing fresh episodes' if args.play else f'sequences from {replay_dir}'}", flush=True)
+    if args.play:
+        batch = played_batch(config, agent, state, args.sequences, length, config.seed + 1)
+        length = batch["is_first"].shape[1]
+        observe = min(observe, length)
+    if args.dream:
+        out = agent.dream(state, batch, observe=observe, key=jax.random.PRNGKey(config.seed))
+    else:
+        out = agent.report(state, batch, observe=observe)
+    out = jax.device_get(out)
+    path = args.out or default_out(args.logdir, meta.get("updates"), args.dream)
+    print(f"viz: rendering {batch['is_first'].shape[0]} sequences x {length} steps "
+          f"({observe} observed) to {path}", flush=True)
+    errors = render.write_open_loop(out, observe, path, args.dream, args.fps, args.scale)
+    print(render.error_table(errors, observe))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
