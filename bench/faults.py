@@ -21,7 +21,7 @@ import argparse
 import pytest_cases  # the runner, its pytest plugin and the table, shared with bench/hostile_inputs.py
 
 H, AL = "tests/test_hostile.py::", "tests/test_actor_learner.py::"
-E, L = "tests/test_cli_errors.py::", "tests/test_live.py::"
+E, L = "tests/test_cli_errors.py::", "tests/envs/test_live.py::"
 CONFIG = E + "test_wrong_shaped_config_file_is_one_line_naming_it"
 ENV_FAILS = H + "test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file"
 FULL_DISK = H + "test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_line"

@@ -16,7 +16,7 @@ import argparse
 
 import pytest_cases  # the runner, its pytest plugin and the table, shared with bench/faults.py
 
-H, E, C = "tests/test_hostile.py::", "tests/test_cli_errors.py::", "tests/test_checkpoint.py::"
+H, E, C = "tests/test_hostile.py::", "tests/test_cli_errors.py::", "tests/learner/test_checkpoint.py::"
 CHUNK = H + "test_a_hostile_chunk_is_quarantined_with_its_reason_and_hides_nothing"
 CASES = [  # (issue item, case, expected, tests)
     ("1", "NaN parameters: learner", "non-finite updates skipped; one line after learner.max_skipped; "

@@ -22,6 +22,9 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from dreamer_live.atomic import atomic_path
+from dreamer_live.errors import UserError
+
 OBSERVED = (46, 170, 80)  # border colour of steps the model saw
 IMAGINED = (215, 60, 50)  # border colour of steps the model imagined
 BORDER = 3
@@ -287,9 +290,6 @@ def write_frames(frames: list[np.ndarray], path, fps: float = 8.0) -> None:
     """Write frames as an animated GIF (pillow) or MP4 (imageio + ffmpeg), chosen by the suffix."""
     import pathlib
 
-    from dreamer_live.atomic import atomic_path
-    from dreamer_live.errors import UserError
-
     path = pathlib.Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".gif", ".mp4"):
@@ -314,7 +314,6 @@ def write_image(image: np.ndarray, path) -> None:
     """Write one RGB image as PNG, atomically."""
     import pathlib
 
-    from dreamer_live.atomic import atomic_path
 
     path = pathlib.Path(path)
     with atomic_path(path) as tmp:
@@ -327,7 +326,6 @@ def write_open_loop(out: dict, observe: int, path, dream: bool = False, fps: flo
     return the open-loop error per key, each [T] (see error_table to print it)."""
     import pathlib
 
-    from dreamer_live.errors import UserError
 
     out = to_numpy(out)
     path = pathlib.Path(path)
@@ -352,7 +350,6 @@ def _mp4_writer():
     """A function (frames, path, fps) writing H.264 MP4, or a UserError naming the missing piece."""
     import importlib.util
 
-    from dreamer_live.errors import UserError
 
     if importlib.util.find_spec("imageio_ffmpeg") is None:
         raise UserError("writing .mp4 needs ffmpeg (pip install imageio-ffmpeg); "

@@ -161,22 +161,3 @@ def parse(text: str):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(str(e)) from None
     return obs, space
-
-
-def of_run(config, directory: str | os.PathLike):
-    """The spaces the run's agent is built for: the actor's spaces.json in the replay `directory`, else
-    those of the configured game, built in lockstep (a live game's window may be on another machine,
-    so there the file is required)."""
-    found = load(directory)
-    if found is not None:
-        return found
-    if config.env.name == "live":
-        raise UserError(f"{pathlib.Path(directory) / FILE} is missing; copy it from the actor's replay "
-                        "folder")
-    from dreamer_live.envs import lockstep_twin, make_env
-
-    env = make_env(lockstep_twin(config))
-    try:
-        return env.obs_space, env.act_space
-    finally:
-        env.close()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dreamer_live import config, spaces
+from dreamer_live.envs import spaces_of_run
 from dreamer_live.envs.base import step_spaces
 from dreamer_live.errors import UserError
 
@@ -36,13 +37,13 @@ def test_missing_is_none_and_damaged_is_one_error(tmp_path):
 
 def test_a_run_takes_the_file_first_and_the_game_without_it(tmp_path):
     cfg = config.resolve(["debug"])  # Catcher's state vector, 3 actions
-    obs, act = spaces.of_run(cfg, tmp_path)  # no file: built from the configured game
+    obs, act = spaces_of_run(cfg, tmp_path)  # no file: built from the configured game
     assert act.n == 3 and obs["vector"].shape == (4,)
     spaces.save(tmp_path, OBS, gymnasium.spaces.Discrete(5))
-    obs, act = spaces.of_run(cfg, tmp_path)
+    obs, act = spaces_of_run(cfg, tmp_path)
     assert act.n == 5 and "image" in obs
     with pytest.raises(UserError, match="copy it from the actor"):
-        spaces.of_run(cfg.update({"env.name": "live"}), tmp_path / "elsewhere")
+        spaces_of_run(cfg.update({"env.name": "live"}), tmp_path / "elsewhere")
 
 
 def test_an_observation_is_checked_against_its_spaces():

@@ -4,6 +4,8 @@ baseline (Acme's Actor: `select_action`, `update`; the step format replay stores
 The core holds the jitted policy, its parameters, its recurrent carry and its random key. The carry
 restarts by itself at an observation with is_first set (the agent's policy handles it), so the same
 core plays episode after episode.
+
+JAX is imported inside functions, after cli.setup_jax has chosen its platform and set XLA's flags.
 """
 
 from __future__ import annotations

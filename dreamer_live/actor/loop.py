@@ -4,6 +4,9 @@ Each tick: observe, run the jitted policy with its recurrent carry, send the act
 replay writer, sleep to the next deadline. Nothing slow runs on the tick: parameters are loaded and moved
 to the device on a background thread, chunks are written by the replay writer's thread, metric lines by
 the logger's thread. The actor never waits for the learner.
+
+JAX and the agent are imported inside functions, after cli.setup_jax has chosen JAX's platform and
+set XLA's flags.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import traceback
 
 import numpy as np
 
-from dreamer_live import cli, spaces as spaceslib, transport
+from dreamer_live import cli, transport
+from dreamer_live import spaces as spaceslib
 from dreamer_live.actor.core import ActorCore, random_action
 from dreamer_live.atomic import write_atomic
+from dreamer_live.envs import make_env, tick_hz
 from dreamer_live.errors import RunFailure, UserError
 from dreamer_live.metrics import Logger, Samples
 from dreamer_live.pacer import Pacer
@@ -78,8 +83,6 @@ def _run_actor(config, logdir: pathlib.Path, lock: RoleLock, stop: StopFlag | No
     import jax
 
     from dreamer_live.agent import Agent
-    from dreamer_live.envs import make_env
-
     cfg = config.actor
     watch = CompileWatch()
     logger = Logger(logdir, "actor", name=f"actor{cfg.id}", quiet=config.run.quiet,
@@ -184,8 +187,6 @@ class TickLoop:
     lateness count play only: each reset restarts the tick clock and is timed as actor/reset_s."""
 
     def __init__(self, config, env, core: ActorCore, source, sink, logger, watch: CompileWatch | None):
-        from dreamer_live.envs import tick_hz
-
         self.cfg, self.env, self.core, self.source, self.sink = config.actor, env, core, source, sink
         self.env_name = config.env.name
         # What each stored observation key must hold (spaces.check_obs, before policy and replay).

@@ -24,10 +24,12 @@ import types
 
 import numpy as np
 
-from dreamer_live import cli, spaces as spaceslib
-from dreamer_live.actor.loop import EnvFailure, TickLoop, closing
+from dreamer_live import cli, transport
+from dreamer_live import spaces as spaceslib
 from dreamer_live.actor.core import replay_step
-from dreamer_live.envs.live.keys import key_name
+from dreamer_live.actor.loop import EnvFailure, TickLoop, closing
+from dreamer_live.envs import is_game, is_realtime, make_env
+from dreamer_live.envs.live.keys import XTestKeys, key_name
 from dreamer_live.errors import UserError
 from dreamer_live.metrics import Logger
 from dreamer_live.process import StopFlag
@@ -45,7 +47,6 @@ class X11Keyboard:
     def __init__(self, display: str = ""):
         from Xlib import display as xdisplay
 
-        from dreamer_live.envs.live.keys import XTestKeys
         try:
             self._conn = xdisplay.Display(display or None)
         except Exception as e:
@@ -163,7 +164,6 @@ class NoParams:
 
 def check_playable(config) -> None:
     """A person needs a game on its own clock and in sight."""
-    from dreamer_live.envs import is_game, is_realtime
     env = config.env
     if env.name != "live" and not (is_game(env.name) and is_realtime(config)):
         raise UserError(f"a person plays in real time: env.name live or a built-in game with "
@@ -174,9 +174,6 @@ def check_playable(config) -> None:
 
 def run_record(config, logdir: pathlib.Path) -> int:
     """Record the person's play until F10, Ctrl-C, actor.steps or actor.duration; always flush."""
-    from dreamer_live import transport
-    from dreamer_live.envs import make_env
-
     check_playable(config)
     config = config.update({"actor.random_until_params": False})
     stop = StopFlag("record").install()

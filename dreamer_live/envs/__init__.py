@@ -18,8 +18,19 @@ Importing this package registers the built-in games with gymnasium.
 
 from __future__ import annotations
 
+import os
+import pathlib
+
+from dreamer_live import spaces as spaceslib
+from dreamer_live.envs import wrappers as w
 from dreamer_live.envs.base import Env
+from dreamer_live.envs import games  # GAMES imports the game modules on first use
+from dreamer_live.envs.gym_adapter import GymEnv
+from dreamer_live.envs.live import make_live_env
+from dreamer_live.envs.ple_game import DEFAULT_FPS, game_class, load_game
+from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.registration import game_name, register_games
+from dreamer_live.envs.wrappers import ActionRepeat
 from dreamer_live.errors import UserError
 
 CLOCKS = ("realtime", "lockstep")
@@ -29,7 +40,6 @@ def is_game(name: str) -> bool:
     """Whether env.name is a game with a clock: a built-in game or a PLE game ("module:Class")."""
     if game_name(name) is not None:
         return True
-    from dreamer_live.envs.ple_game import game_class
     return game_class(name) is not None
 
 
@@ -73,10 +83,8 @@ def _game_fps(config) -> float:
     """The frame rate of a built-in or PLE game's own clock."""
     name = game_name(config.env.name)
     if name is None:  # a PLE game: its fps option
-        from dreamer_live.envs.ple_game import DEFAULT_FPS
         return float(config.env.kwargs.to_dict().get("fps", DEFAULT_FPS))
-    from dreamer_live.envs.games import GAMES
-    return GAMES[name].fps
+    return games.GAMES[name].fps
 
 
 def _check(config) -> None:
@@ -97,36 +105,25 @@ def _check(config) -> None:
 
 
 def _builtin(config) -> Env:
-    from dreamer_live.envs.games import GAMES, GameEnv
     env = config.env
     name, seed = game_name(env.name), config.seed + config.actor.id
     lockstep = env.clock == "lockstep"
     if name is None:  # a PLE game, "module:Class"
-        from dreamer_live.envs.ple_game import load_game
         game = load_game(env.name, seed=seed, window=env.window, **env.kwargs.to_dict())
-    elif name not in GAMES:
-        known = ", ".join(f"dreamer_live/{n}-v0" for n in GAMES) or "none yet"
+    elif name not in games.GAMES:
+        known = ", ".join(f"dreamer_live/{n}-v0" for n in games.GAMES) or "none yet"
         raise UserError(f"unknown built-in game '{env.name}' (built-in games: {known})")
     else:
-        game = GAMES[name](seed=seed, **env.kwargs.to_dict())
-    return GameEnv(game, clock=env.clock, obs=env.obs,
+        game = games.GAMES[name](seed=seed, **env.kwargs.to_dict())
+    return games.GameEnv(game, clock=env.clock, obs=env.obs,
                    frame_skip=env.action_repeat if lockstep else 1, window=env.window)
 
 
 def _live(config, inject_keys: bool = True) -> Env:
-    try:
-        from dreamer_live.envs.live import make_live_env
-    except ImportError as e:  # the module, or its make_live_env, is not there
-        if e.name and e.name.startswith("dreamer_live.envs.live"):
-            raise UserError("env.name live: the live-game env (dreamer_live.envs.live) is not "
-                            "installed in this version") from None
-        raise
     return make_live_env(config, inject_keys=inject_keys)
 
 
 def _gym(config) -> Env:
-    from dreamer_live.envs.gym_adapter import GymEnv
-    from dreamer_live.envs.wrappers import ActionRepeat
     env = GymEnv(config.env.name, obs=config.env.obs, seed=config.seed + config.actor.id,
                  **config.env.kwargs.to_dict())
     if config.env.action_repeat > 1 and config.env.pace_hz <= 0:
@@ -147,8 +144,6 @@ def base_env(config, inject_keys: bool = True) -> Env:
 
 def apply_wrappers(env: Env, config) -> Env:
     """Wrap `env` per the config's env section, in the fixed order of this module's docstring."""
-    from dreamer_live.envs import wrappers as w
-    from dreamer_live.envs.realtime import RealtimeRunner
     cfg = config.env
     if cfg.pace_hz > 0:
         env = RealtimeRunner(env, cfg.pace_hz)
@@ -187,3 +182,20 @@ def make_env(config, inject_keys: bool = True) -> Env:
 register_games()
 
 __all__ = ["Env", "apply_wrappers", "base_env", "is_game", "is_realtime", "make_env", "step_seconds", "tick_hz"]
+
+
+def spaces_of_run(config, directory: str | os.PathLike):
+    """The spaces the run's agent is built for: the actor's spaces.json in the replay `directory`, else
+    those of the configured game, built in lockstep (a live game's window may be on another machine,
+    so there the file is required)."""
+    found = spaceslib.load(directory)
+    if found is not None:
+        return found
+    if config.env.name == "live":
+        raise UserError(f"{pathlib.Path(directory) / spaceslib.FILE} is missing; copy it from the "
+                        "actor's replay folder")
+    env = make_env(lockstep_twin(config))
+    try:
+        return env.obs_space, env.act_space
+    finally:
+        env.close()

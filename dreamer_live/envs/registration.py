@@ -16,6 +16,8 @@ import re
 import gymnasium
 import numpy as np
 
+from dreamer_live.envs import games  # GAMES imports the game modules on first use
+from dreamer_live.envs.ple_game import load_game
 from dreamer_live.pacer import Pacer
 
 NAMESPACE = "dreamer_live"
@@ -46,15 +48,13 @@ class GameGymEnv(gymnasium.Env):
     def __init__(self, game: str, clock: str = "lockstep", obs: str = "vector", frame_skip: int = 1,
                  render_mode: str | None = None, release_after: float = 0.5, seed: int | None = None,
                  **game_kwargs):
-        from dreamer_live.envs.games import GAMES, GameEnv
-        if isinstance(game, str) and game in GAMES:
-            self._game = GAMES[game](seed=seed, **game_kwargs)
+        if isinstance(game, str) and game in games.GAMES:
+            self._game = games.GAMES[game](seed=seed, **game_kwargs)
         else:  # a PLE game: a PyGameWrapper class or "module:Class"
-            from dreamer_live.envs.ple_game import load_game
             self._game = load_game(game, seed=seed, window=render_mode == "human", **game_kwargs)
         self.render_mode, self.obs_kind = render_mode, obs
         inner_obs = "both" if render_mode == "rgb_array" and obs == "vector" else obs
-        self._env = GameEnv(self._game, clock=clock, obs=inner_obs, frame_skip=frame_skip,
+        self._env = games.GameEnv(self._game, clock=clock, obs=inner_obs, frame_skip=frame_skip,
                             window=render_mode == "human", release_after=release_after)
         keys = [k for k in ("image", "vector") if obs in (k, "both")]
         spaces = {k: self._env.obs_space[k] for k in keys}
@@ -104,9 +104,8 @@ class GameGymEnv(gymnasium.Env):
 def register_games() -> list[str]:
     """Register every built-in game (once), without importing the game modules, and PLE_ID; return the
     built-in games' ids."""
-    from dreamer_live.envs.games import GAME_MODULES
     ids = []
-    for name in GAME_MODULES:
+    for name in games.GAME_MODULES:
         env_id = game_id(name)
         if env_id not in gymnasium.registry:
             gymnasium.register(env_id, entry_point=f"{__name__}:GameGymEnv", kwargs={"game": name},

@@ -7,6 +7,8 @@ renamed into place before the oldest beyond `keep` is deleted, so a crash at any
 finished checkpoint. Loading takes the newest readable one; damaged newer ones (truncated, corrupt,
 failing the checksum or holding NaN or infinity) are renamed to `*.damaged` (kept for inspection, never
 read again) with a warning. No pickle: flax msgpack only.
+
+JAX and flax are imported inside functions, after cli.setup_jax has chosen JAX's platform.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Waits for run.prefill steps, then loops: sample a batch, one train step, metrics
 slows the actor. Publishes every run.publish_every s, checkpoints every run.checkpoint_every min and on
 exit, and resumes from DIR/checkpoint with its counters. `--offline` trains from a read-only replay
 folder (another run's) until run.steps updates.
+
+JAX and the agent are imported inside functions: the learner lowers its priority (yield_cpu) and
+cli.setup_jax sets XLA's flags before JAX starts its threads.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import time
 
 import numpy as np
 
-from dreamer_live import cli, spaces as spaceslib
-from dreamer_live.learner.checkpoint import Checkpointer
+from dreamer_live import cli, render, transport
+from dreamer_live import spaces as spaceslib
+from dreamer_live.envs import spaces_of_run, tick_hz
 from dreamer_live.errors import UserError
+from dreamer_live.learner.checkpoint import Checkpointer
 from dreamer_live.metrics import Logger
 from dreamer_live.process import RoleLock, StopFlag, learner_threads, share_cpu
 
@@ -48,10 +53,7 @@ class Learner:
         cli.setup_jax(config)
         import jax
 
-        from dreamer_live import transport
-
-        from dreamer_live.agent import devices
-        from dreamer_live.agent import Agent
+        from dreamer_live.agent import Agent, devices
 
         mesh = devices.learner_mesh(config)
         readonly = self.offline or self.replay_dir.resolve() != (self.logdir / "replay").resolve()
@@ -99,10 +101,10 @@ class Learner:
     def _spaces(self):
         """The game's (obs_space, act_space): the actor's spaces.json in the replay folder.
 
-        Online, wait for the actor to write it; offline, `spaces.of_run`."""
+        Online, wait for the actor to write it; offline, `envs.spaces_of_run`."""
         while True:
             if self.offline:
-                return spaceslib.of_run(self.config, self.replay_dir)
+                return spaces_of_run(self.config, self.replay_dir)
             found = spaceslib.load(self.replay_dir)
             if found is not None:
                 return found
@@ -141,7 +143,6 @@ class Learner:
     def _train(self, agent, state, reader, publisher, checkpointer, version):
         import jax
 
-        from dreamer_live import transport
 
         config, run = self.config, self.config.run
         latents = transport.latent_store(config)  # replay context: starts empty, also on resume
@@ -271,8 +272,6 @@ class Learner:
         path = self.logdir / "videos" / f"openloop_{self.updates:08d}"
 
         def draw():
-            from dreamer_live import render
-
             try:
                 for suffix in (".gif", ".png") if render.split_keys(out)[0] else (".png",):
                     render.write_open_loop(out, observe, path.with_suffix(suffix))
@@ -334,7 +333,6 @@ def run_learner(config, logdir: pathlib.Path, replay_dir: pathlib.Path, offline:
 
 def yield_cpu(config) -> str:
     """Lower this process below the actor (learner.threads, nice, idle), before JAX is imported."""
-    from dreamer_live.envs import tick_hz
 
     threads = learner_threads(config.learner.threads, tick_hz(config))
     return share_cpu(threads, config.learner.nice, config.learner.idle)

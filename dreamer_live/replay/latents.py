@@ -11,6 +11,9 @@ at an episode's first step starts from zero too (the RSSM resets there anyway).
 Steps are keyed by an id the sampler gives each step of a batch (STEP_ID, [B, T] int64; the replay
 reader's: steps loaded before it). Ids < 0 are never stored. The store keeps the latents of the newest
 `capacity` ids in blocks allocated on first write: 2 x deter + 2 x stoch bytes per step.
+
+JAX is imported inside functions: the replay package loads in the actor and the tools before
+JAX's set-up.
 """
 
 from __future__ import annotations

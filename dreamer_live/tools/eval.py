@@ -9,6 +9,8 @@ appended to DIR/metrics.jsonl (source "eval", step = learner updates of the para
 `eval/return`, `eval/length` per episode, then `eval/return_mean`, `eval/return_std`,
 `eval/length_mean`, `eval/episodes`; every line names what was played (`eval/params_version` or
 `eval/checkpoint`) and `eval/greedy` (1 for --mode eval).
+
+JAX and the agent are imported inside functions, after cli.setup_jax has chosen JAX's platform.
 """
 
 from __future__ import annotations
@@ -20,9 +22,23 @@ import time
 import numpy as np
 from PIL import Image, ImageDraw
 
-from dreamer_live import cli, render, spaces as spaceslib
-from dreamer_live.learner.checkpoint import check_checkpoint, checkpoint_step, load_state
+from dreamer_live import cli, render
+from dreamer_live.actor.core import ActorCore, play_episode
+from dreamer_live.envs import (
+    is_realtime,
+    lockstep_twin,
+    make_env,
+    spaces_of_run,
+    tick_hz,
+)
 from dreamer_live.errors import UserError
+from dreamer_live.learner.checkpoint import (
+    check_checkpoint,
+    checkpoint_step,
+    load_state,
+)
+from dreamer_live.metrics import Logger
+from dreamer_live.pacer import Pacer
 
 SOURCES = ("auto", "params", "checkpoint")
 
@@ -50,7 +66,6 @@ def annotate(image: np.ndarray, step: int, total: float, scale: int = 4) -> np.n
 def video_config(config):
     """The config the eval env is built from: its lockstep twin (a live game keeps its clock), with
     pixels too when the agent reads the state vector only."""
-    from dreamer_live.envs import lockstep_twin
 
     config = lockstep_twin(config)
     if config.env.obs == "vector" and config.env.name != "live":
@@ -60,7 +75,6 @@ def video_config(config):
 
 def make_env_to_play(config):
     """The env to play: the video config's, else (a game without pixels) the lockstep twin's."""
-    from dreamer_live.envs import lockstep_twin, make_env
 
     wanted = video_config(config)
     try:
@@ -81,7 +95,7 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
     """
     import jax
 
-    from dreamer_live.transport import sync
+    from dreamer_live.transport import sync  # imports flax, hence JAX
 
     if checkpoint_step(checkpoint) is not None:
         source = "checkpoint"  # main() refused --source params with a step
@@ -111,12 +125,8 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
     cli.setup_jax(config)
     import jax
 
-    from dreamer_live.actor.core import ActorCore, play_episode
     from dreamer_live.agent import Agent
-    from dreamer_live.envs import is_realtime, tick_hz
-    from dreamer_live.metrics import Logger
-
-    obs_space, act_space = spaceslib.of_run(config, logdir / "replay")
+    obs_space, act_space = spaces_of_run(config, logdir / "replay")
     env = make_env_to_play(config)
     logger = None
     try:
@@ -131,7 +141,6 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
         core = ActorCore(agent, mode, params, jax.random.PRNGKey(config.seed + 12345))
         pacer = None
         if is_realtime(video_config(config)):  # a live game cannot run in lockstep
-            from dreamer_live.pacer import Pacer
 
             pacer = Pacer(tick_hz(config))
         returns, lengths = [], []

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from dreamer_live import cli, metrics
+from dreamer_live.atomic import atomic_path
 from dreamer_live.errors import UserError
 
 PANEL_INCHES = (5.0, 3.2)
@@ -173,7 +174,6 @@ def run_names(dirs: list[pathlib.Path]) -> list[str]:
 
 def plot(dirs: list[pathlib.Path], out: pathlib.Path) -> list[Run]:
     """Read every run's metrics and write the figure to `out` (PNG); return the runs read."""
-    from dreamer_live.atomic import atomic_path
 
     runs = [Run(d, n) for d, n in zip(dirs, run_names(dirs))]
     if not any(run.records for run in runs):

@@ -8,6 +8,8 @@ the first K steps, then imagines the rest open loop: with the recorded actions, 
 (--dream). Prints the open-loop error against steps into the future. Needs neither the game (the
 agent's spaces come from the replay's spaces.json) nor the learner; the same rendering
 (`render.write_open_loop`) makes the learner's DIR/videos/.
+
+JAX and the agent are imported inside functions, after cli.setup_jax has chosen JAX's platform.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import sys
 
 import numpy as np
 
-from dreamer_live import cli, render, spaces as spaceslib
-from dreamer_live.learner.checkpoint import check_checkpoint, load_state
+from dreamer_live import cli, render
+from dreamer_live.actor.core import ActorCore, play_episode
+from dreamer_live.envs import lockstep_twin, make_env, spaces_of_run
 from dreamer_live.errors import UserError
+from dreamer_live.learner.checkpoint import check_checkpoint, load_state
+from dreamer_live.replay import Reader
 
 DEFAULT_OBSERVE = 5
 VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
@@ -27,7 +32,6 @@ VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
 
 def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, seed: int):
     """N sequences of T steps from a replay folder (opened read-only)."""
-    from dreamer_live.replay import Reader
 
     if not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
@@ -50,9 +54,6 @@ def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, 
 def played_batch(config, agent, state, sequences: int, length: int, seed: int) -> dict:
     """N fresh sequences of up to T steps played with the policy (lockstep for built-in games)."""
     import jax
-
-    from dreamer_live.actor.core import ActorCore, play_episode
-    from dreamer_live.envs import lockstep_twin, make_env
 
     env = make_env(lockstep_twin(config))
     try:
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     replay_dir = args.replay or args.logdir / "replay"
     if not args.play:
         batch = replay_batch(config, replay_dir, args.sequences, length, config.seed)
-    agent = Agent(config, *spaceslib.of_run(config, replay_dir))
+    agent = Agent(config, *spaces_of_run(config, replay_dir))
     state, meta = load_state(args.logdir, agent, args.checkpoint, config.seed)
     print(f"viz: checkpoint at {meta.get('updates')} updates; "
           f"{'playing fresh episodes' if args.play else f'sequences from {replay_dir}'}", flush=True)

@@ -15,6 +15,11 @@ import pathlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dreamer_live.errors import UserError
+from dreamer_live.replay import Reader, Writer
+from dreamer_live.replay.latents import LatentStore
+from dreamer_live.replay.mix import DemoMix, demo_batch
+
 
 class ReplaySink(Protocol):
     """Actor side of replay: takes one step per tick, never blocking it."""
@@ -111,7 +116,6 @@ def use_ray(link: Any) -> None:
 
 def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySink:
     """The actor's replay sink: chunk files in DIR/replay, or (Ray) shipped there from an outbox."""
-    from dreamer_live.replay import Writer
 
     if _ray is not None:
         return _ray.replay_sink(config, writer_id)
@@ -120,7 +124,6 @@ def replay_sink(config, logdir: pathlib.Path, writer_id: int | str) -> ReplaySin
 
 def demo_sink(config, logdir: pathlib.Path, writer_id: str) -> ReplaySink:
     """Where recorded human play goes: chunk files in DIR/demos (the replay format)."""
-    from dreamer_live.replay import Writer
 
     return Writer.from_config(config, logdir / "demos", writer_id=writer_id)
 
@@ -129,7 +132,7 @@ def variable_source(config, logdir: pathlib.Path, template: Any,
                     on_update: Callable[[Any], None] | None = None) -> VariableSource:
     """The actor's parameter source, started: DIR/params (or, Ray, the object store) polled every
     actor.param_interval s."""
-    from dreamer_live.transport import sync
+    from dreamer_live.transport import sync  # imports flax, hence JAX
 
     if _ray is not None:
         return _ray.variable_source(config, template, on_update)
@@ -140,10 +143,6 @@ def variable_source(config, logdir: pathlib.Path, template: Any,
 def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> ReplaySource:
     """The learner's replay source: the chunk files of a replay folder, with replay.demo_fraction of
     each batch from the recorded demonstrations beside it (demos/, never modified)."""
-    from dreamer_live.errors import UserError
-    from dreamer_live.replay import Reader
-    from dreamer_live.replay.mix import DemoMix, demo_batch
-
     demos_dir = replay_dir.parent / "demos"
     k = demo_batch(config.replay.demo_fraction, config.batch_size)
     if not k or replay_dir.resolve() == demos_dir.resolve():  # no mix, or training on demos alone
@@ -158,14 +157,13 @@ def replay_source(config, replay_dir: pathlib.Path, readonly: bool = False) -> R
 def latent_store(config):
     """The learner's replay-context latents, keyed by the step ids of replay_source's batches (None
     when agent.replay_context is 0)."""
-    from dreamer_live.replay.latents import LatentStore
     return LatentStore.from_config(config)
 
 
 def variable_publisher(config, logdir: pathlib.Path) -> VariablePublisher:
     """The learner's parameter publisher: versioned files in DIR/params (and, Ray, each version put
     in the object store once)."""
-    from dreamer_live.transport import sync
+    from dreamer_live.transport import sync  # imports flax, hence JAX
 
     if _ray is not None:
         return _ray.variable_publisher(config, logdir)

@@ -36,12 +36,12 @@ from typing import Any
 import ray
 
 from dreamer_live import spaces as spaceslib
-
-from dreamer_live.transport import sync
 from dreamer_live.atomic import write_atomic
+from dreamer_live.cli import cache_dir
 from dreamer_live.metrics import MetricsTail
 from dreamer_live.replay import Writer
 from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_regular
+from dreamer_live.transport import sync
 
 log = logging.getLogger("dreamer_live.ray")
 HUB_NAME = "dreamer_live_hub"
@@ -347,7 +347,6 @@ class Publisher(sync.Publisher):
 def outbox_dir(config, logdir: pathlib.Path, writer_id: int | str) -> pathlib.Path:
     """Where an actor's chunks wait to be shipped: ray.outbox, else a folder per run under the user's
     cache folder; per writer id, so a restarted actor ships what the killed one left."""
-    from dreamer_live.cli import cache_dir
 
     if config.ray.outbox:
         return pathlib.Path(config.ray.outbox) / f"actor{writer_id}"

@@ -9,6 +9,8 @@ file written whole under a temporary name and renamed into place):
 
 meta holds version, learner step, wall time, the model hash (identity config sections) and the
 payload's sha256, so a truncated, corrupt or foreign file is detected before it can replace anything.
+
+JAX is imported inside functions, after cli.setup_jax has chosen its platform and set XLA's flags.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from flax import serialization
 
 from dreamer_live.atomic import write_atomic
+from dreamer_live.config import identity
 
 log = logging.getLogger(__name__)
 POINTER = "latest.json"
@@ -39,7 +42,6 @@ FORMAT = 1
 
 def model_hash(config) -> str:
     """A short hash of the run's identity (`config.identity`): what the parameters mean."""
-    from dreamer_live.config import identity
 
     text = json.dumps(identity(config), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

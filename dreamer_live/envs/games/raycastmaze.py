@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 
-from dreamer_live.envs.games import physics
 from dreamer_live.envs.games.base import Game, check_size
 from dreamer_live.errors import UserError
 

@@ -26,8 +26,15 @@ import time
 import numpy as np
 
 from dreamer_live import cli
-from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, Region, open_process
+from dreamer_live.envs.live.memory import (
+    MemoryReadError,
+    ProcessGone,
+    Region,
+    find_pids,
+    open_process,
+)
 from dreamer_live.envs.live.profile import TYPES
+from dreamer_live.envs.live.window import open_windows
 from dreamer_live.errors import UserError
 
 DTYPES = {name: np.dtype(fmt) for name, fmt in TYPES.items()}
@@ -359,12 +366,10 @@ def find_pid(args) -> int:
             if entry is None:
                 raise UserError(f"no process named {args.process!r}")
             return int(entry.th32ProcessID)
-        from dreamer_live.envs.live.memory import find_pids
         pids = find_pids(args.process)
         if not pids:
             raise UserError(f"no process named {args.process!r}")
         return pids[-1]
-    from dreamer_live.envs.live.window import open_windows
     windows = open_windows(args.display)
     try:
         window = windows.find(args.window)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer_live.errors import UserError
+from dreamer_live.envs import games  # GAMES imports the game modules on first use
 from dreamer_live.envs.games.pygame_wrapper import PyGameWrapper
+from dreamer_live.errors import UserError
 
 DEFAULT_REWARDS = {"positive": 1.0, "negative": -1.0}  # what the +1/-1 built-in games pay
 
@@ -33,9 +34,8 @@ class BuiltinGame(PyGameWrapper):
     game_name = ""  # the built-in game's name in dreamer_live.envs.games.GAMES
 
     def __init__(self, **options):
-        from dreamer_live.envs.games import GAMES
         try:
-            self.game = GAMES[self.game_name](seed=None, **options)
+            self.game = games.GAMES[self.game_name](seed=None, **options)
         except UserError as e:
             raise ValueError(str(e)) from None
         names = [keys[0] for keys in self.game.actions if keys]

@@ -24,7 +24,7 @@ from procfs import alive, descendants
 from dreamer_live import metrics as metricslib
 from dreamer_live.replay.chunk import list_chunks
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 ACTORS = 3
 
 

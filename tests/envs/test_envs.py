@@ -18,7 +18,7 @@ from dreamer_live.envs.realtime import RealtimeRunner
 from dreamer_live.envs.wrappers import ActionRepeat
 from dreamer_live.errors import UserError
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def onehot(index, n):

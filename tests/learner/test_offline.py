@@ -12,7 +12,7 @@ import pytest
 
 from dreamer_live import metrics as metricslib
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMON = ["--configs", "debug", "--run.quiet", "true"]
 KEEP = ["--learner.keep_checkpoints", "2"]
 

@@ -10,9 +10,11 @@ import textwrap
 
 import pytest
 
-from tests.test_offline import COMMON, REPO
+from tests.learner.test_offline import COMMON, REPO
 
-FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+# the suite's XLA_FLAGS (conftest.TEST_XLA_FLAGS: fast compiles) and four host devices
+FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=4")
 
 # One update from the same state and batch on 1, 2 and 4 devices. LaProp's first step is
 # ~lr * sign(g), which turns float noise in a near-zero gradient into a full step, so a large eps

@@ -21,8 +21,8 @@ import dreamer_live.envs  # noqa: E402,F401 (registers dreamer_live/PLE-v0)
 from dreamer_live.ple import PLE  # noqa: E402
 from dreamer_live.ple.games.flappybird import FlappyBird  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-TESTS = pathlib.Path(__file__).resolve().parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TESTS = pathlib.Path(__file__).resolve().parents[1]
 
 # PLE's module and class names, with constructor arguments PLE's games take (non-default where ours vary).
 PLE_GAMES = [
