@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from dreamer_live import cli
@@ -28,6 +29,7 @@ IMAGE_AGENT = {
     "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
     "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,
 }
+TRAIN_STEPS = 300  # run_dir's updates: the decoder picks up paddle and fruit after ~200
 
 
 # Most of a cold CPU compile is LLVM optimising code that a test then runs for a few steps: at LLVM
@@ -97,3 +99,50 @@ def stderr_lines(text: str) -> list[str]:
         elif not inside and not re.match(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ .*\] ?", line):
             lines.append(line)
     return lines
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory):
+    """A logdir as a short run of IMAGE_AGENT leaves it (config.yaml, replay/, checkpoint/, params/):
+    random Catcher data in a real replay, TRAIN_STEPS real updates, saved with the real checkpoint
+    and parameter modules. Shared by viz's and eval's tests (eval adds its metric lines and videos)."""
+    from dreamer_live.actor.core import random_action
+    from dreamer_live.steps import replay_keys, tick_fields
+
+    logdir = tmp_path_factory.mktemp("viz") / "run"
+    config = cli.logdir_config(logdir, ["debug"], IMAGE_AGENT)
+    cli.setup_jax(config)
+    import jax
+
+    from dreamer_live import spaces
+    from dreamer_live.agent import Agent
+    from dreamer_live.envs import make_env
+    from dreamer_live.learner.checkpoint import Checkpointer
+    from dreamer_live.replay import Reader, Writer
+    from dreamer_live.transport import sync
+
+    env = make_env(config)
+    rng = np.random.default_rng(0)
+    spaces.save(logdir / "replay", {k: env.obs_space[k] for k in replay_keys(env.obs_space)},
+                env.act_space)  # as the actor does
+    with Writer.from_config(config, logdir / "replay") as writer:
+        obs = env.reset()
+        for _ in range(640):  # the actor's step format, random actions
+            action = random_action(env.act_space, rng)
+            step = {k: obs[k] for k in replay_keys(env.obs_space)}
+            step.update(action=action, **tick_fields(0.0, 0.0))
+            writer.add(step)
+            obs = env.reset() if obs["is_last"] else env.step(action)
+    agent = Agent(config, env.obs_space, env.act_space)
+    env.close()
+    state = agent.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    with Reader.from_config(config, logdir / "replay") as reader:
+        for _ in range(TRAIN_STEPS):
+            batch = reader.sample()
+            key, sub = jax.random.split(key)
+            state, _ = agent.train(state, batch, sub)
+    Checkpointer(logdir / "checkpoint").save(state, {"updates": TRAIN_STEPS, "env_steps": 640})
+    sync.Publisher(logdir / "params", sync.model_hash(config)).publish(
+        agent.policy_params(state), TRAIN_STEPS)
+    return logdir

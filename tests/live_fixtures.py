@@ -14,11 +14,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from dreamer_live.config import CONFIG_DIR, dump_yaml, read_yaml
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+CATCHER_PROFILE = CONFIG_DIR / "games/catcher_window.yaml"
 
 
 class Display:
@@ -177,3 +181,69 @@ def stop_process(proc: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 10
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+def write_profile(folder: pathlib.Path, export: pathlib.Path | None = None, **changes) -> pathlib.Path:
+    """catcher_window.yaml pointed at `export` (no launch unless given), with top-level changes."""
+    data = read_yaml(CATCHER_PROFILE)
+    data.pop("launch")
+    if export is not None:
+        data["memory"]["addresses_from"] = str(export)
+    data.update(changes)
+    path = folder / "catcher_test.yaml"
+    path.write_text(dump_yaml(data))
+    return path
+
+
+def eventually(predicate, timeout: float = 10.0) -> bool:
+    """Poll `predicate` until it holds or `timeout` s pass (a loaded machine starts children slowly)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 30.0) -> list[str]:
+    """Collect the child's stdout lines (the list keeps filling) until one contains `text`."""
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    end = time.monotonic() + timeout
+    while not any(text in line for line in lines):
+        if time.monotonic() > end or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"child never printed {text!r}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.05)
+    return lines
+
+
+class KeyWatch:
+    """Polls which of some keys are down on the display (every ~5 ms, its own connection) and keeps
+    each reading with its time: what the game saw, whoever pressed the keys."""
+
+    def __init__(self, xvfb, keysyms: tuple[str, ...]):
+        self.keysyms, self.readings = keysyms, []
+        self._conn, self._stop = xvfb.xlib(), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            down = frozenset(k for k in self.keysyms if key_down(self._conn, k))
+            self.readings.append((time.monotonic(), down))
+            time.sleep(0.005)
+
+    def presses(self, keysym: str) -> int:
+        """How many times `keysym` went down."""
+        down = [keysym in keys for _, keys in self.readings]
+        return sum(now and not before for before, now in zip([False, *down], down))
+
+    def seen(self, keysym: str, start: float = 0.0, end: float = float("inf")) -> bool:
+        """Whether `keysym` was down at any reading between `start` and `end`."""
+        return any(keysym in down for t, down in self.readings if start <= t <= end)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()

@@ -9,7 +9,6 @@ score log. Keys are checked on the X server itself (query_keymap on a separate c
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import pathlib
@@ -23,8 +22,18 @@ import time
 
 import numpy as np
 import pytest
-from live_fixtures import (ROOT, fake_key, key_down, running_game, stop_process,  # noqa: F401
-                           xvfb)
+from live_fixtures import (  # noqa: F401
+    ROOT,
+    KeyWatch,
+    eventually,
+    fake_key,
+    key_down,
+    running_game,
+    stop_process,
+    wait_for_line,
+    write_profile,
+    xvfb,
+)
 
 from dreamer_live import config as configlib
 from dreamer_live.config import dump_yaml, read_yaml
@@ -33,20 +42,7 @@ from dreamer_live.errors import UserError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 tests: Linux only")
 
-CATCHER_PROFILE = configlib.CONFIG_DIR / "games/catcher_window.yaml"
 RIGHT, LEFT, IDLE = np.eye(3, dtype=np.float32)[[2, 1, 0]]
-
-
-def write_profile(folder: pathlib.Path, export: pathlib.Path | None = None, **changes) -> pathlib.Path:
-    """catcher_window.yaml pointed at `export` (no launch unless given), with top-level changes."""
-    data = read_yaml(CATCHER_PROFILE)
-    data.pop("launch")
-    if export is not None:
-        data["memory"]["addresses_from"] = str(export)
-    data.update(changes)
-    path = folder / "catcher_test.yaml"
-    path.write_text(dump_yaml(data))
-    return path
 
 
 def live_config(display, profile: pathlib.Path, **overrides):
@@ -58,16 +54,6 @@ def live_config(display, profile: pathlib.Path, **overrides):
 def make(display, profile, **overrides):
     from dreamer_live.envs import make_env
     return make_env(live_config(display, profile, **overrides))
-
-
-def eventually(predicate, timeout: float = 10.0) -> bool:
-    """Poll `predicate` until it holds or `timeout` s pass (a loaded machine starts children slowly)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def hold(env, action, seconds: float, hz: float = 20.0) -> list[dict]:
@@ -169,19 +155,6 @@ def start_child(xvfb, profile, ignore_sigint: bool = False) -> subprocess.Popen:
                              *([] if ignore_sigint else ["ctrl-c"])],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=xvfb.env())
-
-
-def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 30.0) -> list[str]:
-    """Collect the child's stdout lines (the list keeps filling) until one contains `text`."""
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
-    end = time.monotonic() + timeout
-    while not any(text in line for line in lines):
-        if time.monotonic() > end or proc.poll() is not None:
-            proc.kill()
-            pytest.fail(f"child never printed {text!r}: {proc.stderr.read()[-2000:]}")
-        time.sleep(0.05)
-    return lines
 
 
 @pytest.mark.parametrize("how", ["crash", "SIGTERM", "SIGINT"])
@@ -662,108 +635,3 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     # the respawn's x 96 the death step observes).
     assert read_metrics(logdir, "episode/terminal")[0] == 1.0
     assert read_metrics(logdir, "episode/furthest_x")[0] > 3800
-
-
-class KeyWatch:
-    """Polls which of some keys are down on the display (every ~5 ms, its own connection) and keeps
-    each reading with its time: what the game saw, whoever pressed the keys."""
-
-    def __init__(self, xvfb, keysyms: tuple[str, ...]):
-        self.keysyms, self.readings = keysyms, []
-        self._conn, self._stop = xvfb.xlib(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            down = frozenset(k for k in self.keysyms if key_down(self._conn, k))
-            self.readings.append((time.monotonic(), down))
-            time.sleep(0.005)
-
-    def presses(self, keysym: str) -> int:
-        """How many times `keysym` went down."""
-        down = [keysym in keys for _, keys in self.readings]
-        return sum(now and not before for before, now in zip([False, *down], down))
-
-    def seen(self, keysym: str, start: float = 0.0, end: float = float("inf")) -> bool:
-        """Whether `keysym` was down at any reading between `start` and `end`."""
-        return any(keysym in down for t, down in self.readings if start <= t <= end)
-
-    def close(self):
-        self._stop.set()
-        self._thread.join()
-        self._conn.close()
-
-
-def xdotool(xvfb, *args: str) -> None:
-    """xdotool on the display: the person at the keyboard."""
-    subprocess.run(["xdotool", *args], env=xvfb.env(), check=True, timeout=10)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("xdotool"), reason="xdotool is not installed (apt-get install xdotool)")
-def test_record_follows_the_persons_keys_and_sends_none(xvfb, tmp_path):
-    """`record` on the Catcher window while xdotool holds right 3 s, left 3 s, then both 1 s: the demo's
-    actions follow the keys in that order (both -> the nearest action, counted); no key is ever sent
-    (the profile's reset taps Enter, the actor would hold each action); Ctrl-C loses nothing."""
-    from dreamer_live.replay import Reader
-    out = subprocess.run([sys.executable, "-m", "dreamer_live.record", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "DIR/demos" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "dreamer_live.record", "--logdir", str(tmp_path / "bad"),
-                          "--configs", "catcher"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "--env.window true" in out.stderr
-
-    watch = KeyWatch(xvfb, ("Right", "Left", "Return"))
-    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
-        logdir = tmp_path / "run"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dreamer_live.record", "--logdir", str(logdir), "--configs", "catcher_live",
-             "--env.profile", str(write_profile(tmp_path, game.export)), "--env.live.display", xvfb.name,
-             "--run.quiet", "true"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=xvfb.env())
-        try:
-            lines = wait_for_line(proc, "live: playing", timeout=60)
-            assert eventually(lambda: any("reset: press enter" in line for line in lines))
-            time.sleep(1.0)  # the first ticks: nothing held
-            xdotool(xvfb, "keydown", "Right")
-            right_at = time.monotonic()
-            assert eventually(lambda: game.read("x") > 50, timeout=3.0)  # the person moves the paddle
-            time.sleep(max(0.0, right_at + 3.0 - time.monotonic()))
-            xdotool(xvfb, "keyup", "Right", "keydown", "Left")
-            left_at = time.monotonic()
-            time.sleep(3.0)
-            xdotool(xvfb, "keydown", "Right")  # both: no action holds them
-            both_at = time.monotonic()
-            time.sleep(1.0)
-            xdotool(xvfb, "keyup", "Right", "keyup", "Left")
-            time.sleep(1.0)
-            stopped_at = time.time()
-            assert stop_process(proc, signal.SIGINT, timeout=30) == 0, proc.stderr.read()[-3000:]
-        finally:
-            stop_process(proc, signal.SIGKILL)
-    watch.close()
-    # Nothing was sent: Enter (the reset step) never went down, nor Right while the person held only Left.
-    assert not watch.seen("Return")
-    assert not watch.seen("Right", left_at + 0.2, both_at - 0.05)
-    assert eventually(lambda: any("held keys no action holds" in line for line in lines))
-
-    assert not (logdir / "replay").exists()
-    with Reader(logdir / "demos", prefetch=0, readonly=True) as reader:
-        (stream,) = reader.streams
-        assert stream.startswith("demo0_")
-        actions = reader.read_stream("action")[stream].argmax(-1)
-        times = reader.read_stream("tick_time")[stream]
-        firsts = reader.read_stream("is_first")[stream]
-    assert firsts[0] and stopped_at - times[-1] < 1.0  # Ctrl-C: the last ticks were written too
-    assert np.diff(times[1:]).mean() == pytest.approx(1 / 15, rel=0.1)  # the actor's tick rate
-    runs = [(int(a), len(list(g))) for a, g in itertools.groupby(actions)]
-    names = {0: "idle", 1: "left", 2: "right"}
-    long_runs = [names[a] for a, n in runs if n >= 10]
-    assert long_runs == ["idle", "right", "left", "idle"], runs  # both held -> left (nearest, first)
-    assert sum(n for a, n in runs if a == 2) >= 40  # ~3 s
-    left_ticks = sum(n for a, n in runs if a == 1)
-    assert left_ticks >= 40 + 12  # ~3 s of left, and ~1 s of both recorded as left
-    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    unmatched = [m["record/unmatched"] for m in metrics if "record/unmatched" in m]
-    assert unmatched and 10 <= unmatched[-1] <= 20

@@ -1,5 +1,5 @@
-"""viz and eval on a real short run: random Catcher data in a real replay, a few real train steps,
-saved with the real checkpoint and param modules; plus the rendering itself and the bad-input lines."""
+"""viz on a real short run (conftest.run_dir), the rendering itself, and the bad-input lines of viz and
+eval."""
 
 import importlib.util
 import re
@@ -9,63 +9,14 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import IMAGE_AGENT, TRAIN_STEPS
 from PIL import Image
-from conftest import IMAGE_AGENT
 
 from dreamer_live import cli, render
 from dreamer_live.errors import UserError
 
-LENGTH, SEQUENCES, OBSERVE, IMAGE = 16, 3, 4, 32
-TRAIN_STEPS = 300  # the decoder picks up paddle and fruit after ~200 updates
-# conftest's IMAGE_AGENT: a tiny agent on 32x32 Catcher frames plus its state vector, learning fast
-OVERRIDES = IMAGE_AGENT
-assert OVERRIDES["env.size"] == [IMAGE, IMAGE] and OVERRIDES["batch_length"] == LENGTH
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    """A logdir as a short run leaves it: config.yaml, replay/, checkpoint/, params/."""
-    from dreamer_live.actor.core import random_action
-    from dreamer_live.steps import replay_keys, tick_fields
-
-    logdir = tmp_path_factory.mktemp("viz") / "run"
-    config = cli.logdir_config(logdir, ["debug"], OVERRIDES)
-    cli.setup_jax(config)
-    import jax
-
-    from dreamer_live import spaces
-
-    from dreamer_live.transport import sync
-    from dreamer_live.agent import Agent
-    from dreamer_live.learner.checkpoint import Checkpointer
-    from dreamer_live.envs import make_env
-    from dreamer_live.replay import Reader, Writer
-
-    env = make_env(config)
-    rng = np.random.default_rng(0)
-    spaces.save(logdir / "replay", {k: env.obs_space[k] for k in replay_keys(env.obs_space)},
-                env.act_space)  # as the actor does
-    with Writer.from_config(config, logdir / "replay") as writer:
-        obs = env.reset()
-        for _ in range(640):  # the actor's step format, random actions
-            action = random_action(env.act_space, rng)
-            step = {k: obs[k] for k in replay_keys(env.obs_space)}
-            step.update(action=action, **tick_fields(0.0, 0.0))
-            writer.add(step)
-            obs = env.reset() if obs["is_last"] else env.step(action)
-    agent = Agent(config, env.obs_space, env.act_space)
-    env.close()
-    state = agent.init(jax.random.PRNGKey(0))
-    key = jax.random.PRNGKey(1)
-    with Reader.from_config(config, logdir / "replay") as reader:
-        for _ in range(TRAIN_STEPS):
-            batch = reader.sample()
-            key, sub = jax.random.split(key)
-            state, _ = agent.train(state, batch, sub)
-    Checkpointer(logdir / "checkpoint").save(state, {"updates": TRAIN_STEPS, "env_steps": 640})
-    sync.Publisher(logdir / "params", sync.model_hash(config)).publish(
-        agent.policy_params(state), TRAIN_STEPS)
-    return logdir
+SEQUENCES, OBSERVE = 3, 4
+LENGTH, IMAGE = IMAGE_AGENT["batch_length"], IMAGE_AGENT["env.size"][0]
 
 
 def viz(logdir, capsys, *args):
@@ -105,7 +56,7 @@ def error_tiles(png):
                      for t in range(1, LENGTH)])
 
 
-@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+@pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_viz_gif_has_one_frame_per_step_of_the_specified_size(run_dir, capsys, tmp_path):
     out = tmp_path / "rollout.gif"
     text = viz(run_dir, capsys, "--observe", str(OBSERVE), "--out", str(out))
@@ -127,7 +78,7 @@ def test_viz_gif_has_one_frame_per_step_of_the_specified_size(run_dir, capsys, t
         assert np.abs(color - want).max() < 40, (color, want)
 
 
-@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+@pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_error_small_when_observed_and_growing_when_imagined(run_dir, capsys, tmp_path):
     text = viz(run_dir, capsys, "--observe", str(LENGTH), "--out", str(tmp_path / "all.png"))
     observed = table(text)
@@ -147,58 +98,21 @@ def test_error_small_when_observed_and_growing_when_imagined(run_dir, capsys, tm
     assert (tmp_path / "part.png").stat().st_size > 0
 
 
-@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
-def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path):
-    from dreamer_live import metrics
-    from dreamer_live.tools import eval as evallib
-    from dreamer_live.tools import plot
-
-    code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    assert f"params version 1 ({TRAIN_STEPS} updates)" in out.out
-    assert f"eval: appending results to {run_dir / 'metrics.jsonl'}" in out.out
-    assert re.search(r"return -?\d+\.\d\d \+- \d+\.\d\d over 2 episodes", out.out), out.out
-    lengths = [int(n) for n in re.findall(r"episode \d/2: return \S+, length (\d+)", out.out)]
-    returns = [float(n) for n in re.findall(r"episode \d/2: return (\S+),", out.out)]
-    assert len(lengths) == 2
-    # metrics.jsonl: one line per episode, then the summary; all at the params' update count
-    lines = metrics.read_lines(run_dir / "metrics.jsonl", "eval")
-    episodes, summary = lines[:-1], lines[-1]
-    assert [r["eval/length"] for r in episodes] == lengths
-    assert [round(r["eval/return"], 2) for r in episodes] == returns
-    assert summary["eval/return_mean"] == pytest.approx(np.mean([r["eval/return"] for r in episodes]))
-    assert summary["eval/episodes"] == 2 and summary["eval/length_mean"] == np.mean(lengths)
-    for r in lines:
-        assert r["step"] == TRAIN_STEPS and r["eval/params_version"] == 1 and r["eval/greedy"] == 1
-        assert "eval/checkpoint" not in r
-    # the plot command reads a metrics file holding eval lines, and draws them in a panel of their own
-    titles = [title for title, _, _ in plot.panels([plot.Run(run_dir, "run")])]
-    assert titles[-1].startswith("eval return")
-    assert plot.main([str(run_dir), "--out", str(tmp_path / "curves.png")]) == 0
-    assert (tmp_path / "curves.png").stat().st_size > 0
-    for name in ("best", "worst"):
-        path = run_dir / "videos" / f"eval_{name}_{TRAIN_STEPS:08d}.gif"
-        with Image.open(path) as gif:
-            assert gif.size == (IMAGE * 4, IMAGE * 4)
-            assert gif.n_frames in [n + 1 for n in lengths]  # the reset frame, then one per step
-
-
-@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+@pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_viz_of_a_live_game_run_needs_no_game(run_dir, capsys, tmp_path):
     """On the learner's machine there is no game window: viz reads the agent's spaces from the
     replay's spaces.json, as the learner does, and never attaches to the game."""
     logdir = tmp_path / "live"
     for part in ("replay", "checkpoint"):
         shutil.copytree(run_dir / part, logdir / part)
-    cli.logdir_config(logdir, ["debug"], {**OVERRIDES, "env.name": "live",
+    cli.logdir_config(logdir, ["debug"], {**IMAGE_AGENT, "env.name": "live",
                                           "env.profile": "configs/games/supertux.yaml",
                                           "env.live.display": ":97", "env.live.launch": False})
     out = viz(logdir, capsys, "--out", str(tmp_path / "live.png"))
     assert "open-loop error" in out and (tmp_path / "live.png").stat().st_size > 0
 
 
-@pytest.mark.slow  # shares the module's short training run (~30-80 s to build)
+@pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_unknown_checkpoint_step_lists_the_kept_ones(run_dir, capsys):
     from dreamer_live.tools import eval as evallib
     from dreamer_live.tools import viz as vizlib
