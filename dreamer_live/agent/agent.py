@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dreamer_live.agent import behavior, optim, rssm as rssmlib
+from dreamer_live import steps
+from dreamer_live.agent import behavior, devices, optim
+from dreamer_live.agent import rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
-from dreamer_live import steps
-from dreamer_live.agent import devices
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32

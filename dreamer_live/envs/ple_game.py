@@ -16,8 +16,8 @@ import re
 import numpy as np
 
 from dreamer_live.envs.games.base import Game
-from dreamer_live.errors import UserError
 from dreamer_live.envs.games.pygame_wrapper import PyGameWrapper
+from dreamer_live.errors import UserError
 
 _SPEC = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")
 DEFAULT_FPS = 30

@@ -20,12 +20,13 @@ import subprocess
 import sys
 import time
 
-from dreamer_live import cli, config as configlib
+from dreamer_live import cli
+from dreamer_live import config as configlib
 from dreamer_live.envs import tick_hz
-from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
-from dreamer_live.process import PARENT_ENV
 from dreamer_live.launch import rayrun
 from dreamer_live.launch.status import STOP_GRACE_S, Status
+from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
+from dreamer_live.process import PARENT_ENV
 from dreamer_live.transport import silent_after_s
 
 DEMO_PRESET = "catcher"

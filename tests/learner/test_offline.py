@@ -17,8 +17,12 @@ COMMON = ["--configs", "debug", "--run.quiet", "true"]
 KEEP = ["--learner.keep_checkpoints", "2"]
 
 
-def command(module, *args, timeout=240):
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+FORCE_FOUR = "--xla_force_host_platform_device_count=4"  # XLA_FLAGS: 4 CPU devices
+
+
+def command(module, *args, timeout=240, xla_flags=""):
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {xla_flags}".strip())
     return subprocess.run([sys.executable, "-m", module, *map(str, args), *COMMON], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -44,13 +48,15 @@ def source(actor_run):
 
 @pytest.fixture(scope="module")
 def trained(source, tmp_path_factory):
-    """One offline run of 40 updates from `source`, kept as it left its logdir: open-loop videos,
-    a checkpoint after nearly every update with the newest 2 kept. Each test works on a copy."""
+    """One offline run of 40 updates from `source` on 2 of 4 forced CPU devices (each batch split
+    over them), kept as it left its logdir: open-loop videos, a checkpoint after nearly every update
+    with the newest 2 kept. Each test works on a copy."""
     before = fingerprint(source)
     run = tmp_path_factory.mktemp("offline") / "run"
     result = command("dreamer_live.learner", "--logdir", run, "--replay", source, "--offline",
                      "--run.steps", "40", "--run.video_every", "0.001", "--run.log_every", "0.2",
-                     "--run.checkpoint_every", "0.0001", *KEEP)
+                     "--run.checkpoint_every", "0.0001", "--learner.devices", "2", *KEEP,
+                     xla_flags=FORCE_FOUR)
     return run, result, before
 
 
@@ -65,7 +71,7 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, trained,
     assert any(name.endswith(".npz") for name in before) and "spaces.json" in before
     assert first.returncode == 0, first.stdout + first.stderr
     new = copy_run(trained, tmp_path)
-    assert "(read-only)" in first.stdout
+    assert "(read-only)" in first.stdout and "training on 2 cpu devices" in first.stdout
     assert "stopped (run.steps reached) at 40 updates" in first.stdout
     assert json.loads((new / "params" / "latest.json").read_text())["step"] == 40
     assert json.loads((new / "checkpoint" / "meta.json").read_text())["updates"] == 40
@@ -77,6 +83,7 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, trained,
     again = command("dreamer_live.learner", "--logdir", new, "--replay", source, "--offline",
                     "--run.steps", "50")
     assert again.returncode == 0, again.stdout + again.stderr
+    assert "training on 1 cpu device " in again.stdout  # the 2-device checkpoint resumes on 1
     assert "at 40 updates" in again.stdout and "at 50 updates (10 this run)" in again.stdout
     assert json.loads((new / "checkpoint" / "meta.json").read_text())["updates"] == 50
 
