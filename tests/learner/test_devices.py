@@ -1,5 +1,5 @@
 """The learner over several devices (CPU devices forced with XLA_FLAGS, in subprocesses): the same
-update as on one device, replay context on a split batch, and one-line errors for device counts that
+update (with replay context) as on one device, and one-line errors for device counts that
 cannot work. The offline learner run of tests/learner/test_offline.py trains on 2 devices and
 resumes on 1."""
 
@@ -16,15 +16,16 @@ from tests.learner.test_offline import COMMON, FORCE_FOUR, REPO
 FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
             + " " + FORCE_FOUR)
 
-# One update from the same state and batch on 1, 2 and 4 devices. LaProp's first step is
+# One update from the same state and batch on 1, 2 and 4 devices, with replay context (the stored
+# latents split like the batch; the posteriors come back split). LaProp's first step is
 # ~lr * sign(g), which turns float noise in a near-zero gradient into a full step, so a large eps
 # makes the step ~lr * g and the parameters show the gradients themselves.
 SAME_UPDATE = textwrap.dedent("""
     import jax, numpy as np, gymnasium
     from dreamer_live import config
-    from dreamer_live.agent import devices
-    from dreamer_live.agent import Agent
-    cfg = config.resolve(["debug"], {"agent.opt.eps": 1.0, "agent.opt.lr": 1.0, "agent.opt.agc": 0.0})
+    from dreamer_live.agent import Agent, devices
+    cfg = config.resolve(["debug"], {"agent.opt.eps": 1.0, "agent.opt.lr": 1.0, "agent.opt.agc": 0.0,
+                                     "agent.replay_context": 2})
     obs = {"image": gymnasium.spaces.Box(0, 255, (16, 16, 1), np.uint8),
            "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32)}
     rng = np.random.default_rng(0)
@@ -34,21 +35,18 @@ SAME_UPDATE = textwrap.dedent("""
              "action": np.eye(3, dtype=np.float32)[rng.integers(0, 3, (b, t))],
              "reward": rng.normal(size=(b, t)).astype(np.float32),
              "is_first": np.arange(t)[None].repeat(b, 0) == 0,
-             "is_last": np.zeros((b, t), bool), "is_terminal": np.zeros((b, t), bool)}
+             "is_last": np.zeros((b, t), bool), "is_terminal": np.zeros((b, t), bool),
+             "context/deter": rng.normal(size=(b, cfg.agent.rssm.deter)).astype(np.float32)}
     start = jax.device_get(Agent(cfg, obs, gymnasium.spaces.Discrete(3)).init(jax.random.PRNGKey(0)))
     steps = {}
     for n in (1, 2, 4):
         mesh = devices.learner_mesh(cfg.update({"learner.devices": n}))
-        state, metrics = Agent(cfg, obs, gymnasium.spaces.Discrete(3), mesh=mesh).train(
+        state, metrics, post = Agent(cfg, obs, gymnasium.spaces.Discrete(3), mesh=mesh).train_context(
             start, batch, jax.random.PRNGKey(1))
         assert len(state["params"]["enc"]["params"]["conv0"]["kernel"].sharding.device_set) == n
+        assert post["deter"].shape[:2] == (b, t - 2) and len(post["deter"].sharding.device_set) == n
         steps[n] = jax.tree.map(lambda new, old: np.asarray(new, np.float64) - old,
                                 jax.device_get(state["params"]), start["params"])
-    # replay context on 2 devices: the stored latents split like the batch, posteriors come back split
-    ctx = Agent(cfg.update({"agent.replay_context": 2}), obs, gymnasium.spaces.Discrete(3),
-                mesh=devices.learner_mesh(cfg.update({"learner.devices": 2})))
-    _, _, post = ctx.train_context(ctx.init(jax.random.PRNGKey(0)), batch, jax.random.PRNGKey(1))
-    assert post["deter"].shape[:2] == (b, t - 2) and len(post["deter"].sharding.device_set) == 2
     for n in (2, 4):
         diff = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(steps[1]), jax.tree.leaves(steps[n])))
         size = max(np.abs(a).max() for a in jax.tree.leaves(steps[1]))
@@ -57,7 +55,7 @@ SAME_UPDATE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # four train steps compiled (~25 s on 2 cores)
+@pytest.mark.slow  # three train steps compiled (~20 s on 2 cores)
 def test_one_update_on_two_and_four_devices_equals_one_device():
     """The sharded train step gives the single-device step's parameters to float tolerance."""
     result = subprocess.run([sys.executable, "-c", SAME_UPDATE], cwd=REPO, env=FOUR,
