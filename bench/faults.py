@@ -46,10 +46,8 @@ CASES = [  # (issue item, fault, tests)
     ("8", "full disk (16 MiB tmpfs) under the actor, full again for replay.hold_s (6 s)",
      [FULL_DISK + "[hold_s]"]),
     ("8", "full disk under the actor, then SIGINT while chunks are held", [FULL_DISK + "[SIGINT]"]),
-    ("9", "learner stopped (SIGSTOP) under `run`, then Ctrl-C twice",
-     [AL + "test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line"]),
-    ("9", "SIGHUP to `run`, then SIGTERM while both save",
-     [AL + "test_run_starts_both_and_stops_both_on_sighup_in_one_line"]),
+    ("9", "learner stopped (SIGSTOP) under `run`; then SIGHUP, and Ctrl-C while both save",
+     [AL + "test_run_says_the_learner_is_silent_then_sighup_and_a_second_signal_are_a_line_each"]),
     ("9", "learner resumed with no new data (its status line)",
      [H + "test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss"]),
 ]

@@ -378,50 +378,39 @@ def said_about_signals(text: str) -> list[tuple[str, str]]:
     return [(name, re.sub(r"\d+ s", "N s", rest)) for name, rest in said]
 
 
-def test_run_says_the_learner_is_silent_and_a_second_ctrl_c_is_one_line(tmp_path, record_property):
-    """The learner stopped (SIGSTOP): run's own line says `learner silent N s` as soon as the actor's
-    rule holds (transport.silent_after_s: 5 heartbeats of 0.5 s and a 0.5 s poll), not at its next
-    30 s line. Ctrl-C twice: a line each, the second forwarded to no child (no traceback from one
-    interrupted while saving), both children stop cleanly, none is left."""
+def test_run_says_the_learner_is_silent_then_sighup_and_a_second_signal_are_a_line_each(tmp_path,
+                                                                                    record_property):
+    """`python -m dreamer_live.run`: both children on one logdir, the actor on the learner's versions.
+    The learner stopped (SIGSTOP): run's own line says `learner silent N s` as soon as the actor's rule
+    holds (transport.silent_after_s: 5 heartbeats of 0.5 s and a 0.5 s poll), not at its next 30 s
+    line. The learner going again, SIGHUP (the terminal that started it closed) is said in one line and
+    stops both as Ctrl-C does; a Ctrl-C while they save is one more line, forwarded to no child (no
+    traceback from one interrupted while saving). All exit 0, none is left, every step is kept."""
     import re
 
-    from dreamer_live import config as configlib, transport
+    from dreamer_live import config as configlib
+    from dreamer_live import transport
 
+    logdir = tmp_path / "run"
     args = ["--run.log_every", "0.5", "--actor.param_interval", "0.5"]
     after = transport.silent_after_s(configlib.resolve(["debug"], configlib.parse_overrides(args)))
     assert after == 3.0
-    with training_run(tmp_path / "run", *args) as (run, children):
+    with training_run(logdir, *args) as (run, children):
+        wait_for("the actor on a version of the learner's",
+                 lambda: lines(logdir, "actor", key="actor/swap_version"), 60, [run])
         seen = len(output(run))
         with stopped(children["learner"]):
             said = wait_for("run's line saying so", lambda: re.search(
                 r"[^\r\n]*\| learner silent (\d+) s[^\r\n]*", output(run)[seen:]), 30, [run])
         assert int(said.group(1)) >= after
-        code, text, left = stop_twice(run, signal.SIGINT, signal.SIGINT, children)
+        code, text, left = stop_twice(run, signal.SIGHUP, signal.SIGINT, children)
     assert code == 0 and "Traceback" not in text, text[-3000:]
-    assert said_about_signals(text) == [("SIGINT", STOPPING), ("SIGINT", ALREADY)], text[-3000:]
-    assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
-    assert not left
-    played, kept = played_and_kept(text, tmp_path / "run")
-    record_run(record_property, text, played, kept, said.group(0).strip())
-    assert kept == played  # the actor's last chunk flushed while the learner was silent, then stopped
-
-
-def test_run_starts_both_and_stops_both_on_sighup_in_one_line(tmp_path, record_property):
-    """dreamer_live.run: both children on one logdir, the actor on the learner's versions. SIGHUP (the
-    terminal that started it closed) is said in one line and stops both as Ctrl-C does; a SIGTERM
-    while they save is one more line and cuts nothing short; all exit 0, none is left."""
-    logdir = tmp_path / "run"
-    with training_run(logdir) as (run, children):
-        wait_for("the actor on a version of the learner's",
-                 lambda: lines(logdir, "actor", key="actor/swap_version"), 60, [run])
-        code, text, left = stop_twice(run, signal.SIGHUP, signal.SIGTERM, children)
-    assert code == 0 and "Traceback" not in text, text[-3000:]
-    assert said_about_signals(text) == [("SIGHUP", STOPPING), ("SIGTERM", ALREADY)], text[-3000:]
+    assert said_about_signals(text) == [("SIGHUP", STOPPING), ("SIGINT", ALREADY)], text[-3000:]
     assert "actor 0: stopped (SIGINT)" in text and "learner: stopped (SIGINT)" in text
     assert list((logdir / "checkpoint").glob("state_*.msgpack")) and not left
     assert "run: done" in text
     played, kept = played_and_kept(text, logdir)
-    record_run(record_property, text, played, kept)
+    record_run(record_property, text, played, kept, said.group(0).strip())
     assert kept == played  # every step the actor played is in the replay
 
 
