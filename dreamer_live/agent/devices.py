@@ -15,7 +15,7 @@ AXIS = "batch"
 
 def learner_mesh(config) -> Mesh:
     """The mesh of learner.devices devices (0 = all of the platform's); checks they divide the batch."""
-    available = jax.devices()  # every process's devices once jax.distributed is initialized
+    available = jax.devices()
     wanted = config.learner.devices or len(available)
     if wanted > len(available):
         raise UserError(f"learner.devices {wanted} asks for more devices than JAX sees here: "

@@ -119,10 +119,6 @@ def _builtin(config) -> Env:
                    frame_skip=env.action_repeat if lockstep else 1, window=env.window)
 
 
-def _live(config, inject_keys: bool = True) -> Env:
-    return make_live_env(config, inject_keys=inject_keys)
-
-
 def _gym(config) -> Env:
     env = GymEnv(config.env.name, obs=config.env.obs, seed=config.seed + config.actor.id,
                  **config.env.kwargs.to_dict())
@@ -136,7 +132,7 @@ def base_env(config, inject_keys: bool = True) -> Env:
     key at all with inject_keys False (a person plays: `record`)."""
     _check(config)
     if config.env.name == "live":
-        return _live(config, inject_keys)
+        return make_live_env(config, inject_keys=inject_keys)
     if is_game(config.env.name):
         return _builtin(config)
     return _gym(config)
