@@ -9,7 +9,7 @@ Phases, each on its own Xvfb display with SuperTux started by the env and its sa
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
-  learn        `python -m dreamer_live.run` (actor + learner) for --minutes
+  learn        `python -m dreamer_live.run` (actor + learner) for --minutes from when the game plays
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
 The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
 Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
@@ -51,6 +51,8 @@ SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
 PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
 WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
+GAME_START_S = 300.0  # the longest a phase waits for the game to play (env.live.wait_s's default)
+PLAYING = "live: playing "  # the env's line once it found the game
 
 
 def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
@@ -62,22 +64,31 @@ def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen) -> None:
-    """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person); when
-    record asks for a reset key (env.PRESS_PROMPT), stop playing, press it, and play on PROMPT_PAUSE_S later."""
+def follow(proc: subprocess.Popen) -> tuple[threading.Event, queue.Queue]:
+    """Echo a child's output; return an event set once its env plays the game (PLAYING) and a queue of
+    the reset keys that record asks a person to press (env.PRESS_PROMPT)."""
     from dreamer_live.envs.live.env import PRESS_PROMPT
+    playing, prompts = threading.Event(), queue.Queue()
+
+    def echo() -> None:
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            if line.startswith(PLAYING):
+                playing.set()
+            elif line.startswith(PRESS_PROMPT):
+                prompts.put(line[len(PRESS_PROMPT):].split()[0].split("+"))
+
+    threading.Thread(target=echo, daemon=True).start()
+    return playing, prompts
+
+
+def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen,
+         prompts: queue.Queue) -> None:
+    """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person); when
+    record asks for a reset key (`prompts`), stop playing, press it, and play on PROMPT_PAUSE_S later."""
     from dreamer_live.envs.live.keys import KeyHolder, XTestKeys
     conn = display.xlib()
     keys = KeyHolder(XTestKeys(conn))
-    prompts: queue.Queue = queue.Queue()
-
-    def follow() -> None:  # record's output, echoed; its reset prompts queued for the player
-        for line in record.stdout:
-            print(line, end="", flush=True)
-            if line.startswith(PRESS_PROMPT):
-                prompts.put(line[len(PRESS_PROMPT):].split()[0].split("+"))
-
-    threading.Thread(target=follow, daemon=True).start()
     rng = np.random.default_rng(0)
     names = list(actions)
     tick, end, resume = 0, time.monotonic() + seconds + STOP_WAIT_S, 0.0
@@ -123,7 +134,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
             record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
             actions = configlib.read_yaml(profile)["actions"]
-            play(phase, display, actions, seconds, record)
+            play(phase, display, actions, seconds, record, follow(record)[1])
             code = stop(record, STOP_WAIT_S, after=60)
         else:
             if phase == "demos":
@@ -134,7 +145,13 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                 common += ["--replay.demo_fraction", str(args.demo_fraction)]
             cmd = [sys.executable, "-m", "dreamer_live.run", *common, *rest]
             print(f"[{phase}]", " ".join(cmd), f"for {args.minutes} min", flush=True)
-            code = stop(subprocess.Popen(cmd, cwd=REPO, env=env), STOP_WAIT_S, after=args.minutes * 60)
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
+            playing = follow(proc)[0]
+            end = time.monotonic() + GAME_START_S  # the minutes count play, not the game's start
+            while not playing.wait(0.5) and proc.poll() is None and time.monotonic() < end:
+                pass
+            code = stop(proc, STOP_WAIT_S, after=args.minutes * 60)
         if code:
             raise SystemExit(f"[{phase}] exited with status {code}")
     finally:

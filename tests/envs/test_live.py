@@ -322,6 +322,20 @@ def test_missing_window_and_bad_chain_fail_in_one_line(xvfb, tmp_path, monkeypat
         env.close()
 
 
+def test_ctrl_c_while_the_actor_waits_for_the_game_is_a_clean_stop(xvfb, tmp_path):
+    """Ctrl-C before the game's first observation (the window not found yet, a slow start) stops the
+    actor as at any other time: exit 0 and its stop line, no error."""
+    profile = write_profile(tmp_path, tmp_path / "none.json", window={"title": "No Such Game"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(tmp_path / "run"), "--configs",
+         "catcher_live", "debug", "--env.profile", str(profile), "--env.live.display", xvfb.name],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=xvfb.env())
+    lines = wait_for_line(proc, "waiting up to")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0, proc.stderr.read()[-2000:]
+    assert eventually(lambda: any("stopped (SIGINT) after 0 steps" in line for line in lines)), lines
+
+
 def test_memory_permission_error_names_the_fix(tmp_path):
     """Reading a process we may not trace gives one line with the ptrace fix."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):

@@ -262,8 +262,8 @@ class LiveEnv(Env):
 
     def _stopped_obs(self) -> dict[str, np.ndarray]:
         """reset() gave up (stop key or signal): hand back the last observation so the actor can stop."""
-        if self._last is None:
-            raise UserError("live game: stopped before the game was found")
+        if self._last is None:  # no observation yet to hand back: stop the way a plain Ctrl-C does
+            raise KeyboardInterrupt  # (the actor's and record's loops take it as their stop)
         obs = dict(self._last)
         obs.update(reward=np.array(0.0, np.float32), is_first=np.array(True), is_last=np.array(False),
                    is_terminal=np.array(False))
