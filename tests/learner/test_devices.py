@@ -1,6 +1,6 @@
 """The learner over several devices (CPU devices forced with XLA_FLAGS, in subprocesses): the same
-update (with replay context) as on one device, and one-line errors for device counts that
-cannot work. The offline learner run of tests/learner/test_offline.py trains on 2 devices and
+update (with replay context) on four devices as on one, and one-line errors for device counts
+that cannot work. The offline learner run of tests/learner/test_offline.py trains on 2 devices and
 resumes on 1."""
 
 import os
@@ -16,7 +16,7 @@ from tests.learner.test_offline import COMMON, FORCE_FOUR, REPO
 FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
             + " " + FORCE_FOUR)
 
-# One update from the same state and batch on 1, 2 and 4 devices, with replay context (the stored
+# One update from the same state and batch on 1 and 4 devices, with replay context (the stored
 # latents split like the batch; the posteriors come back split). LaProp's first step is
 # ~lr * sign(g), which turns float noise in a near-zero gradient into a full step, so a large eps
 # makes the step ~lr * g and the parameters show the gradients themselves.
@@ -39,7 +39,7 @@ SAME_UPDATE = textwrap.dedent("""
              "context/deter": rng.normal(size=(b, cfg.agent.rssm.deter)).astype(np.float32)}
     start = jax.device_get(Agent(cfg, obs, gymnasium.spaces.Discrete(3)).init(jax.random.PRNGKey(0)))
     steps = {}
-    for n in (1, 2, 4):
+    for n in (1, 4):
         mesh = devices.learner_mesh(cfg.update({"learner.devices": n}))
         state, metrics, post = Agent(cfg, obs, gymnasium.spaces.Discrete(3), mesh=mesh).train_context(
             start, batch, jax.random.PRNGKey(1))
@@ -47,7 +47,7 @@ SAME_UPDATE = textwrap.dedent("""
         assert post["deter"].shape[:2] == (b, t - 2) and len(post["deter"].sharding.device_set) == n
         steps[n] = jax.tree.map(lambda new, old: np.asarray(new, np.float64) - old,
                                 jax.device_get(state["params"]), start["params"])
-    for n in (2, 4):
+    for n in (4,):
         diff = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(steps[1]), jax.tree.leaves(steps[n])))
         size = max(np.abs(a).max() for a in jax.tree.leaves(steps[1]))
         print(f"devices {n}: largest difference {diff:.2e} of a largest step {size:.2e}")
@@ -55,13 +55,13 @@ SAME_UPDATE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # three train steps compiled (~20 s on 2 cores)
-def test_one_update_on_two_and_four_devices_equals_one_device():
+@pytest.mark.slow  # two train steps compiled (~14 s on 2 cores)
+def test_one_update_on_four_devices_equals_one_device():
     """The sharded train step gives the single-device step's parameters to float tolerance."""
     result = subprocess.run([sys.executable, "-c", SAME_UPDATE], cwd=REPO, env=FOUR,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("devices ") == 2
+    assert result.stdout.count("devices ") == 1, result.stdout
 
 
 def learner(logdir, source, *args, env=FOUR):
