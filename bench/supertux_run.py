@@ -13,8 +13,10 @@ Phases, each on its own Xvfb display with SuperTux started by the env and its sa
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
 The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
 Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
-episode/furthest_x), the players' over the learner's episode count when they played that many, and the
-learner's updates; the figure shows furthest x per episode against minutes.
+episode/furthest_x) and the share of episodes past the step (x 2144), the pit (3740) and the bell
+(5360); the players' over the learner's episode count when they played that many; the learner's first
+and last episodes as many as each player's, its last 20, its figures per 10 minutes, its updates,
+updates/s and train ratio. The figure shows furthest x per episode against minutes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
 PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
 WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
+# The level's x of each; an episode got past one when its furthest x is more than a pixel beyond it
+# (Tux falling into the pit stops at x 3740.01).
+LANDMARKS = {"step": 2144, "pit": 3740, "bell": 5360}
+GOAL_EPISODES = 20  # a learner's last this many episodes, against the scripted player's mean
+SHOWN = ("deaths", "mean_x", "best_x", *(f"past_{name}" for name in LANDMARKS))  # a summary line's keys
 GAME_START_S = 300.0  # the longest a phase waits for the game to play (env.live.wait_s's default)
 PLAYING = "live: playing "  # the env's line once it found the game
 
@@ -169,17 +176,22 @@ def episodes(folder: pathlib.Path) -> dict[str, np.ndarray]:
 
 
 def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) -> dict:
-    """Episodes, deaths, mean and best furthest x over the first (or `last`) `count` episodes (all: None)."""
+    """Episodes, deaths, mean and best furthest x, the share of episodes past each landmark, over the
+    first (or `last`) `count` episodes (all: None); a learner's updates, updates/s and train ratio."""
     ep = {k: (v[-count:] if last else v[:count]) if count else v for k, v in episodes(folder).items()}
-    out = {"episodes": len(ep["furthest"]), "deaths": int(ep["died"].sum())}
-    if len(ep["furthest"]):
-        out.update(mean_x=float(ep["furthest"].mean()), best_x=float(ep["furthest"].max()),
-                   minutes=float(ep["minutes"][-1]))
+    x = ep["furthest"]
+    out = {"episodes": len(x), "deaths": int(ep["died"].sum())}
+    if len(x):
+        out.update(mean_x=float(x.mean()), best_x=float(x.max()), minutes=float(ep["minutes"][-1]),
+                   **{f"past_{name}": float((x > at + 1).mean()) for name, at in LANDMARKS.items()})
     if folder.name not in PLAYERS:
-        steps, rates = Run(folder, folder.name).curve("learner", "learner/updates_per_s")
+        run = Run(folder, folder.name)
+        steps, rates = run.curve("learner", "learner/updates_per_s")
         busy = rates[rates > 0]
+        ratios = run.curve("learner", "learner/train_ratio")[1]
         out.update(updates=int(steps[-1]) if len(steps) else 0,
-                   updates_per_s=float(busy.mean()) if len(busy) else 0.0)
+                   updates_per_s=float(busy.mean()) if len(busy) else 0.0,
+                   train_ratio=float(ratios[-1]) if len(ratios) else 0.0)
     return out
 
 
@@ -204,18 +216,20 @@ def summarize(logdir: pathlib.Path) -> None:
     learned = figures(logdir / "learn")["episodes"] if "learn" in done else None
     played = {p: figures(logdir / p)["episodes"] for p in done if p in PLAYERS}
     for phase in done:
-        print(f"{phase:>9}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+        print(f"{phase:>9}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                          for k, v in figures(logdir / phase).items()))
         if phase in PLAYERS and learned:
             same = figures(logdir / phase, learned)
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
-                  + ", ".join(f"{k} {same[k]:.1f}" for k in ("deaths", "mean_x", "best_x") if k in same))
+                  + ", ".join(f"{k} {same[k]:.2f}" for k in SHOWN if k in same))
         if phase not in PLAYERS:
             for (player, count), last in itertools.product(played.items(), (False, True)):
                 some = figures(logdir / phase, count, last)  # as many episodes as the player's
                 print(f"{'':>9}  its {'last' if last else 'first'} {some['episodes']} episodes (as many as "
-                      f"{player}'s): " + ", ".join(f"{k} {some[k]:.1f}" for k in ("deaths", "mean_x", "best_x")
-                                                   if k in some))
+                      f"{player}'s): " + ", ".join(f"{k} {some[k]:.2f}" for k in SHOWN if k in some))
+            goal = figures(logdir / phase, GOAL_EPISODES, last=True)
+            print(f"{'':>9}  its last {goal['episodes']} episodes: "
+                  + ", ".join(f"{k} {goal[k]:.2f}" for k in SHOWN if k in goal))
             print(f"{'':>9}  per {WINDOW_MIN:.0f} minutes: " + "; ".join(
                 f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
                 for w, n, d, m, b in windows(logdir / phase)))
