@@ -3,18 +3,13 @@ update (with replay context) on four devices as on one, and one-line errors for 
 that cannot work. The offline learner run of tests/learner/test_offline.py trains on 2 devices and
 resumes on 1."""
 
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from tests.learner.test_offline import COMMON, FORCE_FOUR, REPO
-
-# the suite's XLA_FLAGS (conftest.TEST_XLA_FLAGS: fast compiles) and four host devices
-FOUR = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
-            + " " + FORCE_FOUR)
+from tests.learner.test_offline import FORCE_FOUR, REPO, command, cpu_env
 
 # One update from the same state and batch on 1 and 4 devices, with replay context (the stored
 # latents split like the batch; the posteriors come back split). LaProp's first step is
@@ -58,17 +53,10 @@ SAME_UPDATE = textwrap.dedent("""
 @pytest.mark.slow  # two train steps compiled (~14 s on 2 cores)
 def test_one_update_on_four_devices_equals_one_device():
     """The sharded train step gives the single-device step's parameters to float tolerance."""
-    result = subprocess.run([sys.executable, "-c", SAME_UPDATE], cwd=REPO, env=FOUR,
+    result = subprocess.run([sys.executable, "-c", SAME_UPDATE], cwd=REPO, env=cpu_env(FORCE_FOUR),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("devices ") == 1, result.stdout
-
-
-def learner(logdir, source, *args, env=FOUR):
-    return subprocess.run(
-        [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(logdir), "--replay",
-         str(source), "--offline", *COMMON, *map(str, args)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("devices, words", [
@@ -77,6 +65,8 @@ def learner(logdir, source, *args, env=FOUR):
 ])
 def test_device_counts_that_cannot_work_get_one_line(actor_run, tmp_path, devices, words):
     """Exit status 2 and one line naming both numbers, before any replay is read."""
-    result = learner(tmp_path / "run", actor_run / "replay", "--learner.devices", devices)
+    result = command("dreamer_live.learner", "--logdir", tmp_path / "run", "--replay",
+                     actor_run / "replay", "--offline", "--learner.devices", devices,
+                     xla_flags=FORCE_FOUR)
     assert result.returncode == 2, result.stdout + result.stderr
     assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

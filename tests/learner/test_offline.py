@@ -20,11 +20,15 @@ KEEP = ["--learner.keep_checkpoints", "2"]
 FORCE_FOUR = "--xla_force_host_platform_device_count=4"  # XLA_FLAGS: 4 CPU devices
 
 
+def cpu_env(xla_flags: str = "") -> dict:
+    """This environment on JAX's CPU platform, `xla_flags` added to the suite's XLA_FLAGS."""
+    return dict(os.environ, JAX_PLATFORMS="cpu",
+                XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {xla_flags}".strip())
+
+
 def command(module, *args, timeout=240, xla_flags=""):
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {xla_flags}".strip())
     return subprocess.run([sys.executable, "-m", module, *map(str, args), *COMMON], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+                          env=cpu_env(xla_flags), capture_output=True, text=True, timeout=timeout)
 
 
 def fingerprint(folder: pathlib.Path) -> dict[str, str]:
