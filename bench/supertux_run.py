@@ -9,14 +9,17 @@ Phases, each on its own Xvfb display with SuperTux started by the env and its sa
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
-  learn        `python -m dreamer_live.run` (actor + learner) for --minutes from when the game plays
+  learn        `python -m dreamer_live.run` (actor + learner) for --minutes from when the game plays; in a
+               --logdir where it ran before, it resumes (checkpoint and replay) for --minutes more
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
 The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
 Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
 episode/furthest_x) and the share of episodes past the step (x 2144), the pit (3740) and the bell
-(5360); the players' over the learner's episode count when they played that many; the learner's first
-and last episodes as many as each player's, its last 20, its figures per 10 minutes, its updates,
-updates/s and train ratio. The figure shows furthest x per episode against minutes.
+(5360); the players' also over the learner's episode count when they played that many; the learner's
+first and last episodes as many as each player's, its last 20, its figures per --window-minutes, its
+updates, updates/s and train ratio; and where a player's episodes and the learner's last 20 end most (per
+100 px of furthest x). The figure shows furthest x per episode against minutes (running time: a resumed
+phase's stop is left out).
 """
 
 from __future__ import annotations
@@ -52,21 +55,24 @@ LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
 SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
 PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
-WINDOW_MIN = 10.0  # the summary's learning curve: figures per this many minutes
 # The level's x of each; an episode got past one when its furthest x is more than a pixel beyond it
 # (Tux falling into the pit stops at x 3740.01).
 LANDMARKS = {"step": 2144, "pit": 3740, "bell": 5360}
 GOAL_EPISODES = 20  # a learner's last this many episodes, against the scripted player's mean
+ENDS_PX, ENDS_SHOWN = 100, 5  # where episodes end: the most common spans of furthest x this wide
 SHOWN = ("deaths", "mean_x", "best_x", *(f"past_{name}" for name in LANDMARKS))  # a summary line's keys
 GAME_START_S = 300.0  # the longest a phase waits for the game to play (env.live.wait_s's default)
 PLAYING = "live: playing "  # the env's line once it found the game
 
 
 def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
-    """The package's supertux profile with the launch command ending in `level`."""
+    """The package's supertux profile with the launch command ending in `level`, written to `folder`; a
+    phase resumed there keeps the profile it began with."""
+    path = folder / "supertux_profile.yaml"
+    if path.exists():
+        return path
     data = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
     data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
-    path = folder / "supertux_profile.yaml"
     path.write_text(configlib.dump_yaml(data))
     return path
 
@@ -195,21 +201,33 @@ def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) 
     return out
 
 
-def windows(folder: pathlib.Path) -> list[tuple[str, int, int, float, float]]:
-    """Per WINDOW_MIN minutes of a phase: its label, episodes, deaths, mean and best furthest x."""
+def ends(folder: pathlib.Path, count: int | None = None) -> str:
+    """Where the last `count` episodes (all: None) ended: the ENDS_SHOWN most common ENDS_PX-wide spans
+    of their furthest x, each with its episodes and deaths."""
+    ep = episodes(folder)
+    spans = (ep["furthest"][-count if count else 0:] // ENDS_PX).astype(int) * ENDS_PX
+    died = ep["died"][-count if count else 0:]
+    values, counts = np.unique(spans, return_counts=True)
+    return ", ".join(f"x {s}-{s + ENDS_PX} {int((spans == s).sum())} ({int(died[spans == s].sum())} died)"
+                     for s in values[np.argsort(-counts, kind="stable")][:ENDS_SHOWN])
+
+
+def windows(folder: pathlib.Path, minutes: float) -> list[tuple[str, int, int, float, float]]:
+    """Per `minutes` of a phase: its label, episodes, deaths, mean and best furthest x."""
     ep = episodes(folder)
     out = []
-    for start in np.arange(0, ep["minutes"].max(initial=0), WINDOW_MIN):
-        inside = (ep["minutes"] >= start) & (ep["minutes"] < start + WINDOW_MIN)
+    for start in np.arange(0, ep["minutes"].max(initial=0), minutes):
+        inside = (ep["minutes"] >= start) & (ep["minutes"] < start + minutes)
         if inside.any():
             x = ep["furthest"][inside]
-            out.append((f"{start:.0f}-{start + WINDOW_MIN:.0f}", int(inside.sum()),
+            out.append((f"{start:.0f}-{start + minutes:.0f}", int(inside.sum()),
                         int(ep["died"][inside].sum()), float(x.mean()), float(x.max())))
     return out
 
 
-def summarize(logdir: pathlib.Path) -> None:
-    """Print each phase's figures (players also over the learner's episode count) and draw the figure."""
+def summarize(logdir: pathlib.Path, window: float) -> None:
+    """Print each phase's figures (players also over the learner's episode count, a learner's also per
+    `window` minutes) and draw the figure."""
     done = [p for p in PHASES if (logdir / p / "metrics.jsonl").exists()]
     if not done:
         raise SystemExit(f"no phase of {logdir} has metrics")
@@ -218,6 +236,8 @@ def summarize(logdir: pathlib.Path) -> None:
     for phase in done:
         print(f"{phase:>9}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                          for k, v in figures(logdir / phase).items()))
+        if phase in PLAYERS:
+            print(f"{'':>9}  its episodes end most at: {ends(logdir / phase)}")
         if phase in PLAYERS and learned:
             same = figures(logdir / phase, learned)
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
@@ -229,10 +249,11 @@ def summarize(logdir: pathlib.Path) -> None:
                       f"{player}'s): " + ", ".join(f"{k} {some[k]:.2f}" for k in SHOWN if k in some))
             goal = figures(logdir / phase, GOAL_EPISODES, last=True)
             print(f"{'':>9}  its last {goal['episodes']} episodes: "
-                  + ", ".join(f"{k} {goal[k]:.2f}" for k in SHOWN if k in goal))
-            print(f"{'':>9}  per {WINDOW_MIN:.0f} minutes: " + "; ".join(
+                  + ", ".join(f"{k} {goal[k]:.2f}" for k in SHOWN if k in goal)
+                  + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES)}")
+            print(f"{'':>9}  per {window:.0f} minutes: " + "; ".join(
                 f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
-                for w, n, d, m, b in windows(logdir / phase)))
+                for w, n, d, m, b in windows(logdir / phase, window)))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -256,13 +277,16 @@ def main() -> int:
     p.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     p.add_argument("--configs", nargs="+", default=["supertux"], help="presets of every phase")
     p.add_argument("--level", default=LEVEL, help="the level file SuperTux starts")
-    p.add_argument("--logdir", type=pathlib.Path, default=None)
+    p.add_argument("--logdir", type=pathlib.Path, default=None,
+                   help="a logdir whose learning phase ran already resumes it for --minutes more")
+    p.add_argument("--window-minutes", type=float, default=10.0, help="the summary's learning curve: "
+                   "figures per this many minutes")
     p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
     add_smoke(p)
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
     args = p.parse_args()
     if args.summarize:
-        summarize(args.summarize)
+        summarize(args.summarize, args.window_minutes)
         return 0
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
@@ -277,7 +301,7 @@ def main() -> int:
     rest = [a for a in args.rest if a != "--"]
     for phase in args.phases:
         run_phase(phase, logdir, args, rest)
-    summarize(logdir)
+    summarize(logdir, args.window_minutes)
     return 0
 
 

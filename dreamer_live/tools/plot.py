@@ -21,6 +21,9 @@ COLUMNS = 3
 MAX_LOSSES = 8
 # The agent's losses (train/loss/<name>, agent.train), in the order they are shown when there are many.
 PREFERRED_LOSSES = ("total", "wm", "dec", "rew", "con", "dyn", "rep", "policy", "value", "repval")
+# Longer than this between two metric lines, the run was stopped (and later resumed in the same logdir):
+# the gap is left out of its minutes. Actor and learner each write a line every few seconds (run.log_every).
+STOPPED_S = 600.0
 
 
 class Run:
@@ -38,16 +41,27 @@ class Run:
         self.records = [r for r in metrics.read_lines(path)
                         if isinstance(r, dict) and "time" in r and "step" in r]
         self.start = min((r["time"] for r in self.records), default=0.0)
+        self.running_s = self.seconds_running()
+
+    def seconds_running(self) -> list[float]:
+        """Per line, seconds since the run's first line, less the gaps of over STOPPED_S (stops)."""
+        out, stopped, last = [], 0.0, self.start
+        for r in self.records:
+            if r["time"] - last > STOPPED_S:
+                stopped += r["time"] - last
+            last = max(last, r["time"])
+            out.append(r["time"] - self.start - stopped)
+        return out
 
     def curve(self, source: str, key: str, x: str = "step") -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) of `key` in `source`'s lines; x is "step" or "minutes" since the run's first line."""
+        """(x, y) of `key` in `source`'s lines; x is "step" or "minutes" the run ran since its first line."""
         xs, ys = [], []
-        for r in self.records:
+        for r, running_s in zip(self.records, self.running_s):
             if r.get("source") != source or key not in r:
                 continue
             y = r[key]
             ys.append(np.nan if y is None else float(y))
-            xs.append((r["time"] - self.start) / 60 if x == "minutes" else r["step"])
+            xs.append(running_s / 60 if x == "minutes" else r["step"])
         return np.asarray(xs, np.float64), np.asarray(ys, np.float64)
 
     def keys(self, source: str) -> set[str]:

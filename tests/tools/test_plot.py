@@ -64,6 +64,17 @@ def test_several_runs_share_one_figure_with_a_legend(tmp_path):
     assert lag[-1] == 49 and lag_x[-1] == 2900
 
 
+def test_minutes_leave_out_the_time_a_resumed_run_was_stopped(tmp_path):
+    (tmp_path / "run").mkdir()
+    legs = [1.7e9, 1.7e9 + 5 * 60 + 86400]  # 5 minutes of lines, a day stopped, 5 minutes more
+    with open(tmp_path / "run" / "metrics.jsonl", "w") as f:
+        for leg, k in ((leg, k) for leg in legs for k in range(61)):
+            f.write(encode_line("actor", k, {"episode/furthest_x": 1.0}, leg + 5 * k))
+    xs, _ = plot.Run(tmp_path / "run", "run").curve("actor", "episode/furthest_x", "minutes")
+    assert xs[60] == pytest.approx(5) and xs[61] == pytest.approx(5) and xs[-1] == pytest.approx(10)
+    assert np.all(np.diff(xs) >= 0)
+
+
 def test_missing_panels_say_no_data(tmp_path):
     write_run(tmp_path / "run", 0, lines=3, partial_tail=False)
     text = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
