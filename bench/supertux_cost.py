@@ -1,6 +1,6 @@
 """SuperTux's own CPU cost per window size: what the game takes from a learner beside it, on Xvfb.
 
-    .venv/bin/python bench/supertux_cost.py [--sizes 640x480 480x360] [--rounds 3] [--seconds 20]
+    .venv/bin/python bench/supertux_cost.py [--sizes 640x480 320x240] [--rounds 3] [--seconds 20]
     .venv/bin/python bench/supertux_cost.py --smoke      # one round of 3 s per size
 
 Per round and size, the sizes alternated, each on a fresh Xvfb display: the env of the `supertux` preset
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import shutil
 import sys
 import time
 
@@ -28,7 +27,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # live_fixtures.start_xvfb: the tests' private X display
 sys.path.insert(0, str(REPO / "bench"))
 from smoke import add_smoke, skip, smoke_dir  # noqa: E402
-from supertux_run import SCRIPT  # noqa: E402
+from supertux_run import SCRIPT, missing_game  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
 
@@ -83,16 +82,15 @@ def measure(size: str, seconds: float, folder: pathlib.Path) -> tuple[float, flo
 def main() -> int:
     """Measure each size in alternation and print the shares and their ratio."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", nargs="+", default=["640x480", "480x360"], help="window sizes, WIDTHxHEIGHT")
+    p.add_argument("--sizes", nargs="+", default=["640x480", "320x240"], help="window sizes, WIDTHxHEIGHT")
     p.add_argument("--rounds", type=int, default=3, help="times each size is measured, alternated")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of play measured per round")
     add_smoke(p)
     args = p.parse_args()
     if args.smoke:
         args.rounds, args.seconds = 1, 3.0
-    command = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")["launch"]["command"][0]
-    if not shutil.which("Xvfb") or not os.path.exists(command):
-        missing = "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
+    missing = missing_game()
+    if missing:
         return skip("supertux_cost", missing) if args.smoke else p.exit(2, missing + "\n")
     folder = smoke_dir("supertux_cost")
     shares: dict[str, list[float]] = {size: [] for size in args.sizes}

@@ -181,10 +181,24 @@ def episodes(folder: pathlib.Path) -> dict[str, np.ndarray]:
     return {"minutes": minutes, "furthest": furthest, "died": died}
 
 
+def some_episodes(folder: pathlib.Path, count: int | None = None,
+                  last: bool = False) -> dict[str, np.ndarray]:
+    """`episodes` of the first (or `last`) `count` episodes (all: None)."""
+    return {k: (v[-count:] if last else v[:count]) if count else v for k, v in episodes(folder).items()}
+
+
+def missing_game() -> str:
+    """Why SuperTux cannot run here (no Xvfb, no game binary at the profile's path), or ""."""
+    binary = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")["launch"]["command"][0]
+    if shutil.which("Xvfb") and os.path.exists(binary):
+        return ""
+    return "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
+
+
 def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) -> dict:
     """Episodes, deaths, mean and best furthest x, the share of episodes past each landmark, over the
     first (or `last`) `count` episodes (all: None); a learner's updates, updates/s and train ratio."""
-    ep = {k: (v[-count:] if last else v[:count]) if count else v for k, v in episodes(folder).items()}
+    ep = some_episodes(folder, count, last)
     x = ep["furthest"]
     out = {"episodes": len(x), "deaths": int(ep["died"].sum())}
     if len(x):
@@ -204,9 +218,8 @@ def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) 
 def ends(folder: pathlib.Path, count: int | None = None) -> str:
     """Where the last `count` episodes (all: None) ended: the ENDS_SHOWN most common ENDS_PX-wide spans
     of their furthest x, each with its episodes and deaths."""
-    ep = episodes(folder)
-    spans = (ep["furthest"][-count if count else 0:] // ENDS_PX).astype(int) * ENDS_PX
-    died = ep["died"][-count if count else 0:]
+    ep = some_episodes(folder, count, last=True)
+    spans, died = (ep["furthest"] // ENDS_PX).astype(int) * ENDS_PX, ep["died"]
     values, counts = np.unique(spans, return_counts=True)
     return ", ".join(f"x {s}-{s + ENDS_PX} {int((spans == s).sum())} ({int(died[spans == s].sum())} died)"
                      for s in values[np.argsort(-counts, kind="stable")][:ENDS_SHOWN])
@@ -225,6 +238,11 @@ def windows(folder: pathlib.Path, minutes: float) -> list[tuple[str, int, int, f
     return out
 
 
+def shown(figs: dict) -> str:
+    """A summary line's SHOWN figures."""
+    return ", ".join(f"{k} {figs[k]:.2f}" for k in SHOWN if k in figs)
+
+
 def summarize(logdir: pathlib.Path, window: float) -> None:
     """Print each phase's figures (players also over the learner's episode count, a learner's also per
     `window` minutes) and draw the figure."""
@@ -241,16 +259,15 @@ def summarize(logdir: pathlib.Path, window: float) -> None:
         if phase in PLAYERS and learned:
             same = figures(logdir / phase, learned)
             print(f"{'':>9}  over the learner's first {learned} episodes (played {same['episodes']}): "
-                  + ", ".join(f"{k} {same[k]:.2f}" for k in SHOWN if k in same))
+                  + shown(same))
         if phase not in PLAYERS:
             for (player, count), last in itertools.product(played.items(), (False, True)):
                 some = figures(logdir / phase, count, last)  # as many episodes as the player's
                 print(f"{'':>9}  its {'last' if last else 'first'} {some['episodes']} episodes (as many as "
-                      f"{player}'s): " + ", ".join(f"{k} {some[k]:.2f}" for k in SHOWN if k in some))
+                      f"{player}'s): " + shown(some))
             goal = figures(logdir / phase, GOAL_EPISODES, last=True)
             print(f"{'':>9}  its last {goal['episodes']} episodes: "
-                  + ", ".join(f"{k} {goal[k]:.2f}" for k in SHOWN if k in goal)
-                  + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES)}")
+                  + shown(goal) + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES)}")
             print(f"{'':>9}  per {window:.0f} minutes: " + "; ".join(
                 f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
                 for w, n, d, m, b in windows(logdir / phase, window)))
@@ -291,9 +308,8 @@ def main() -> int:
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
         args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("supertux_run")
-    if not shutil.which("Xvfb") or not os.path.exists(configlib.read_yaml(
-            configlib.CONFIG_DIR / "games/supertux.yaml")["launch"]["command"][0]):
-        missing = "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
+    missing = missing_game()
+    if missing:
         if args.smoke:
             return skip("supertux_run", missing)
         raise SystemExit(missing)
