@@ -636,7 +636,7 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     profile.write_text(dump_yaml(data))
     logdir = tmp_path / "run"
     run_actor(xvfb, logdir, "supertux", "--env.profile", str(profile), "--env.live.launch", "true",
-              "--env.stagnation.seconds", "0", "--actor.duration", "8",  # dies ~1 s in
+              "--env.stagnation.seconds", "0", "--actor.duration", "8",  # falls at once
               env={"SUPERTUX2_USER_DIR": str(tmp_path / "supertux")})
     ticks = read_replay(logdir / "replay", "reward", "tick_late_ms", "is_first", "is_last", "is_terminal")
     deaths = np.flatnonzero(ticks["is_terminal"])
