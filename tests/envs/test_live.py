@@ -181,6 +181,28 @@ def test_keys_released_on_crash_and_signals(xvfb, tmp_path, how):
     conn.close()
 
 
+def test_a_terminal_condition_ends_the_episode_after_steps(xvfb, tmp_path):
+    """`after_steps: 3` on game_over: the episode goes on for 3 observations after the game ends (a
+    death animation a world model can see), then ends as a death."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1") as game:
+        env = make(xvfb, write_profile(tmp_path, game.export, terminal=[
+            {"value": "game_over", "above": 0.5, "after_steps": 3}]))
+        live = env.unwrapped if hasattr(env, "unwrapped") else env
+        try:
+            env.reset()
+            over, steps = [], []
+            while not (steps and steps[-1]["is_last"]) and len(steps) < 600:  # a miss in ~2-4 s
+                env.act(LEFT)  # the paddle at the wall misses every fruit
+                time.sleep(0.05)
+                steps.append(env.observe())
+                over.append(live._prev["game_over"] > 0.5)
+        finally:
+            env.close()
+    assert steps[-1]["is_last"] and steps[-1]["is_terminal"], "no game over in 30 s"
+    ended = over.index(True)
+    assert len(steps) - 1 == ended + 3 and not any(s["is_last"] for s in steps[:-1])
+
+
 def focus(conn, window_id: int) -> None:
     from Xlib import X
     conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)
@@ -621,29 +643,34 @@ def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
 def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
-    """The actor on SuperTux, Tux spawned over a pit: the episode ends on the tick he dies (the profile's
-    `dying` flag), not at the respawn at the level's start ~3 s later, whose drop in x (a teleport death)
-    would otherwise end it. The resets (title card, 1.5 s) are reported as actor/reset_s, not as late
-    ticks; episodes report death and furthest x."""
+    """The actor on SuperTux, Tux spawned over a pit: the episode ends the profile's `after_steps` after
+    the tick he dies (its `dying` flag), not at the respawn at the level's start ~3 s later, whose drop in
+    x (a teleport death) would otherwise end it. The resets (title card, 1.5 s) are reported as
+    actor/reset_s, not as late ticks; episodes report death and furthest x."""
     data = read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
+    after = data["terminal"][0]["after_steps"]
     level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
     data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
                                  level]
     # The profile's restart (pause menu) would take Tux to the level's start, away from the pit: keep
-    # only its title-card steps.
+    # only its title-card steps. So a later episode may begin while he is still dying, and only the
+    # first one is checked.
     data["reset"] = [*data["reset"][:2], {"until": {"value": "x", "above": 0}, "timeout_s": 10}]
     profile = tmp_path / "supertux_pit.yaml"
     profile.write_text(dump_yaml(data))
     logdir = tmp_path / "run"
     run_actor(xvfb, logdir, "supertux", "--env.profile", str(profile), "--env.live.launch", "true",
               "--env.stagnation.seconds", "0", "--actor.duration", "8",  # falls at once
+              "--env.teleport.reward", "-5",  # marks a step that a teleport death ended
               env={"SUPERTUX2_USER_DIR": str(tmp_path / "supertux")})
     ticks = read_replay(logdir / "replay", "reward", "tick_late_ms", "is_first", "is_last", "is_terminal")
     deaths = np.flatnonzero(ticks["is_terminal"])
     assert len(deaths), "Tux did not die"
-    assert ticks["is_first"][deaths[0] + 1]
-    assert ticks["reward"].min() > -1.0  # no respawn's jump back (-38 for x 3904 to 96) in any step
-    assert max(read_metrics(logdir, "env/wrappers/teleport_deaths")) == 0  # every death seen at once
+    assert ticks["is_first"][0] and not ticks["is_last"][:deaths[0]].any() and ticks["is_first"][deaths[0] + 1]
+    # He falls during the title card, so he is dying from the first step: it ends `after` steps later,
+    # and no step of it carries the respawn's jump back (-38 for x 3904 to 96) or a teleport death.
+    assert deaths[0] >= after
+    assert ticks["reward"][:deaths[0] + 1].min() > -1.0
     assert_resets_are_not_lateness(logdir, ticks, reset_at_least_s=1.5)
     # Per episode, the actor reports whether it ended in a death and how far Tux got.
     assert read_metrics(logdir, "episode/terminal")[0] == 1.0

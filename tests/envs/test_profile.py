@@ -57,7 +57,7 @@ def test_a_full_profile_parses():
             "coins": {"address": 0x7FF000, "type": "i32"}}},
         obs={"size": [64, 64], "grayscale": True, "vector": ["x", "coins"]},
         reward={"x": 0.01, "coins": 1},
-        terminal=[{"value": "coins", "decreased": True}, {"value": "x", "below": -100}],
+        terminal=[{"value": "coins", "decreased": True}, {"value": "x", "below": -100, "after_steps": 2}],
         reset=[{"keys": ["enter"], "hold_s": 0.2}, {"wait_s": 1}, {"until": {"value": "x", "above": 0},
                                                                    "timeout_s": 3, "retries": 2}])
     assert p.actions[1] == ("right_jump", ("right", "space")) and p.actions[2][1] == ("ctrl",)
@@ -67,6 +67,7 @@ def test_a_full_profile_parses():
     assert p.pointer_size == 4 and p.region == (0, 20, 640, 460) and p.size == (64, 64)
     assert p.reward == (("x", 0.01), ("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
+    assert (p.terminal[0].after_steps, p.terminal[1].after_steps) == (0, 2)
     assert p.reset[2].until == Condition("x", "above", 0.0) and (p.reset[2].timeout_s, p.reset[2].retries) == (3, 2)
     assert p.expand("{python}") == sys.executable and p.expand("{profile_dir}/x") == "./x"
 
@@ -94,6 +95,10 @@ def test_a_full_profile_parses():
      "terminal[0].dropped: unknown key (did you mean 'terminal[0].decreased'?)"),
     ({"memory": {"values": {"x": {"address": 1}}}, "terminal": [{"value": "x"}]},
      "terminal[0]: give exactly one of"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "terminal": [{"value": "x", "above": 0, "after_steps": -1}]},
+     "terminal[0].after_steps: must be >= 0, got -1"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "above": 0, "after_steps": 1}}]},
+     "reset[0].until.after_steps: unknown key"),
     ({"reset": [{"keys": ["enter"], "wait_s": 1}]}, "reset[0]: give exactly one of keys, wait_s, until"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "increased": True}}]},
      "reset[0].until.increased: unknown key"),

@@ -128,6 +128,7 @@ class LiveEnv(Env):
         self._last: dict[str, np.ndarray] | None = None
         self._over = True  # no episode running (before reset, after an end)
         self._interrupt = ""  # why the running episode must end at the next observe
+        self._ends_in: int | None = None  # observations left before a terminal condition's end
         self._paused = False
         self._hot_down: set[str] = set()
         self._black_since: float | None = None
@@ -162,7 +163,7 @@ class LiveEnv(Env):
                 break
         except _Stopped:
             return self._stopped_obs()
-        self._interrupt, self._over, self._prev = "", False, values
+        self._interrupt, self._over, self._prev, self._ends_in = "", False, values, None
         self._sensed, self._moved_at = (image, values), time.monotonic()
         self._last = self._obs(image, values, 0.0, first=True)
         return self._last
@@ -202,7 +203,12 @@ class LiveEnv(Env):
             self._lost(str(e))
             return self._end_obs(terminal=False)
         reward = sum(w * (values[n] - self._prev[n]) for n, w in self.profile.reward)
-        terminal = any(c.holds(self._prev[c.value], values[c.value]) for c in self.profile.terminal)
+        if self._ends_in is None:
+            self._ends_in = min((c.after_steps for c in self.profile.terminal
+                                 if c.holds(self._prev[c.value], values[c.value])), default=None)
+        terminal = self._ends_in == 0
+        if self._ends_in:
+            self._ends_in -= 1
         self._prev = values
         self._last = self._obs(image, values, reward, last=terminal, terminal=terminal)
         if terminal:

@@ -16,7 +16,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
         coins: {address: 0x55d0c2a4f3c0, type: i32}
     obs: {size: [64, 64], grayscale: true, vector: [x]}
     reward: {x: 0.01, coins: 1.0}
-    terminal: [{value: lives, decreased: true}]
+    terminal: [{value: lives, decreased: true}]   # optional after_steps: N ends it N steps later
     reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
 
 Pointer chains: `[[[module + offset] + o1] + o2] + o3` for offsets [o1, o2, o3] (in Cheat Engine's pointer
@@ -69,11 +69,13 @@ class ValueSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Condition:
-    """A test on one memory value: changed/increased/decreased since the last reading, or a threshold."""
+    """A test on one memory value: changed/increased/decreased since the last reading, or a threshold.
+    As a terminal condition, the episode ends `after_steps` observations after it first holds."""
 
     value: str
     op: str
     arg: float = 0.0
+    after_steps: int = 0
 
     def holds(self, previous: float | None, current: float) -> bool:
         """Whether the condition is true going from `previous` to `current`."""
@@ -215,9 +217,10 @@ class _Checker:
             out.append(name)
         return tuple(dict.fromkeys(out))
 
-    def condition(self, node: Any, where: str, names: set[str], levels_only=False) -> Condition:
+    def condition(self, node: Any, where: str, names: set[str], levels_only=False,
+                  terminal=False) -> Condition:
         ops = LEVEL_OPS if levels_only else CHANGE_OPS + LEVEL_OPS
-        node = self.mapping(node, where, ("value",) + ops)
+        node = self.mapping(node, where, ("value",) + ops + (("after_steps",) if terminal else ()))
         value = self.string(node.get("value"), f"{where}.value")
         if value not in names:
             raise self.fail(f"{where}.value", f"no memory value {value!r}{did_you_mean(value, names)}; "
@@ -226,11 +229,14 @@ class _Checker:
         if len(given) != 1:
             raise self.fail(where, f"give exactly one of {', '.join(ops)}")
         op = given[0]
+        after = self.integer(node.get("after_steps", 0), f"{where}.after_steps")
+        if after < 0:
+            raise self.fail(f"{where}.after_steps", f"must be >= 0, got {after}")
         if op in CHANGE_OPS:
             if node[op] is not True:
                 raise self.fail(f"{where}.{op}", "write it as `" + op + ": true`")
-            return Condition(value, op)
-        return Condition(value, op, self.number(node[op], f"{where}.{op}"))
+            return Condition(value, op, after_steps=after)
+        return Condition(value, op, self.number(node[op], f"{where}.{op}"), after)
 
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
         node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets"))
@@ -347,7 +353,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     terminal = top.get("terminal") or []
     if not isinstance(terminal, (list, tuple)):
         raise c.fail("terminal", "expects a list of conditions like {value: lives, decreased: true}")
-    fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names)
+    fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names, terminal=True)
                                for i, t in enumerate(terminal))
 
     reset = top.get("reset") or []
