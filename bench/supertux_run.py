@@ -54,6 +54,7 @@ LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
 # takes a key held since before the level started as no press: each cycle presses right anew).
 SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
+CTRL_C_WAIT_S = 10  # a terminal's Ctrl-C reaches the run too: time for it to stop on its own first
 PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
 # The level's x of each; an episode got past one when its furthest x is more than a pixel beyond it
 # (Tux falling into the pit stops at x 3740.01).
@@ -162,9 +163,13 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
             playing = follow(proc)[0]
             end = time.monotonic() + GAME_START_S  # the minutes count play, not the game's start
-            while not playing.wait(0.5) and proc.poll() is None and time.monotonic() < end:
-                pass
-            code = stop(proc, STOP_WAIT_S, after=args.minutes * 60)
+            try:
+                while not playing.wait(0.5) and proc.poll() is None and time.monotonic() < end:
+                    pass
+                code = stop(proc, STOP_WAIT_S, after=args.minutes * 60)
+            except KeyboardInterrupt:  # Ctrl-C: the run stops as it would alone, its checkpoint kept
+                stop(proc, STOP_WAIT_S, after=CTRL_C_WAIT_S)
+                raise
         if code:
             raise SystemExit(f"[{phase}] exited with status {code}")
     finally:
@@ -315,8 +320,13 @@ def main() -> int:
         raise SystemExit(missing)
     logdir = args.logdir or REPO / "logdir" / f"bench-supertux-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
-    for phase in args.phases:
-        run_phase(phase, logdir, args, rest)
+    try:
+        for phase in args.phases:
+            run_phase(phase, logdir, args, rest)
+    except KeyboardInterrupt:
+        print(f"supertux_run: stopped (Ctrl-C); what ran so far in {logdir}:", flush=True)
+        summarize(logdir, args.window_minutes)
+        return 130
     summarize(logdir, args.window_minutes)
     return 0
 

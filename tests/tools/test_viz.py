@@ -113,6 +113,29 @@ def test_viz_of_a_live_game_run_needs_no_game(run_dir, capsys, tmp_path):
 
 
 @pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
+def test_ends_report_covers_every_terminal_with_a_whole_window(run_dir, capsys):
+    """--ends: one row per horizon, probabilities, and every game over of the replay whose window of
+    --length steps holds its episode's last 8 steps; --play or --dream with it is one line, exit 2."""
+    from dreamer_live.tools import viz as vizlib
+
+    text = viz(run_dir, capsys, "--ends")
+    steps = vizlib.replay_steps(run_dir / "replay", ("is_first", "is_terminal"))
+    reach = max(vizlib.FORESIGHT)
+    want = sum(1 for e in np.flatnonzero(steps["is_terminal"])
+               if e >= LENGTH - 1 and not steps["is_first"][e - reach + 1:e + 1].any())
+    assert want >= 2, "the run's random Catcher play should lose a few games"
+    assert f"viz: {want} episode ends (terminals) and {vizlib.ALIVE_WINDOWS} steps that went on" in text
+    rows = text[text.index("observed until"):].splitlines()[1:]
+    assert [r.split("|")[0].strip() for r in rows] == ["the end itself"] + [
+        f"{h} before the end" for h in vizlib.FORESIGHT[1:]]
+    values = np.array([[float(x) for x in r.split("|")[1:]] for r in rows])
+    assert ((values >= 0) & (values <= 1)).all(), text
+    for extra in ("--play", "--dream"):
+        assert vizlib.main(["--logdir", str(run_dir), "--ends", extra]) == 2
+        assert "--ends reads the replay's episode ends" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_unknown_checkpoint_step_lists_the_kept_ones(run_dir, capsys):
     from dreamer_live.tools import eval as evallib
     from dreamer_live.tools import viz as vizlib
