@@ -648,7 +648,7 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     x (a teleport death) would otherwise end it. The resets (title card, 1.5 s) are reported as
     actor/reset_s, not as late ticks; episodes report death and furthest x."""
     data = read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
-    after = data["terminal"][0]["after_steps"]
+    after = data["terminal"][0].get("after_steps", 0)
     level = "/usr/share/games/supertux2/levels/world1/journey_begins.stl"  # a pit at x 3840-4000
     data["launch"]["command"] = [_supertux(), *data["launch"]["command"][1:-1], "--spawn-pos", "3904,200",
                                  level]
@@ -667,8 +667,9 @@ def test_supertux_death_and_reset_under_the_actor(xvfb, tmp_path):
     deaths = np.flatnonzero(ticks["is_terminal"])
     assert len(deaths), "Tux did not die"
     assert ticks["is_first"][0] and not ticks["is_last"][:deaths[0]].any() and ticks["is_first"][deaths[0] + 1]
-    # He falls during the title card, so he is dying from the first step: it ends `after` steps later,
-    # and no step of it carries the respawn's jump back (-38 for x 3904 to 96) or a teleport death.
+    # He falls during the title card, so he is dying from the first step: it ends `after` steps later
+    # (the profile's after_steps), and no step of it carries the respawn's jump back (-38 for x 3904
+    # to 96) or a teleport death.
     assert deaths[0] >= after
     assert ticks["reward"][:deaths[0] + 1].min() > -1.0
     assert_resets_are_not_lateness(logdir, ticks, reset_at_least_s=1.5)
