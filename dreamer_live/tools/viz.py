@@ -80,11 +80,11 @@ def replay_steps(replay_dir: pathlib.Path, keys) -> dict[str, np.ndarray]:
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-def end_foresight(agent, state, steps: dict, length: int, seed: int) -> dict:
+def end_foresight(agent, state, steps: dict, length: int, seed: int) -> tuple[dict, int, int]:
     """P(the episode ends by step e) as the model predicts it having observed up to h steps before e
     (h in FORESIGHT; h = 0: the continue head at e itself), for each terminal e of the replay and for
     ALIVE_WINDOWS steps e where it went on; windows of `length` steps end at e, the rest imagined with
-    the recorded actions. Returns {h: (P at ends, P at alive steps)} and the window counts."""
+    the recorded actions. Returns ({h: (P at ends, P at alive steps)}, ends, alive steps)."""
     import jax
 
     first, last = steps["is_first"], steps["is_last"]
