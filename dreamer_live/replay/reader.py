@@ -306,6 +306,14 @@ class Reader:
             parts.setdefault(chunk.stream, []).append(chunk.read(key))
         return {stream: np.concatenate(arrays) for stream, arrays in parts.items()}
 
+    def read_runs(self, keys) -> list[dict[str, np.ndarray]]:
+        """Every held step of `keys`, one dict per run (a stream's chunks with consecutive sequence
+        numbers: the stretches a sampled sequence may cross), in stream and sequence order."""
+        table = self._table
+        bounds = [*np.flatnonzero(table.starts_run).tolist(), len(table.chunks)]
+        return [{k: np.concatenate([c.read(k) for c in table.chunks[a:b]]) for k in keys}
+                for a, b in zip(bounds, bounds[1:])]
+
     def close(self) -> None:
         """Stop the prefetch thread."""
         self._stop.set()

@@ -122,7 +122,7 @@ class Table:
         self.lengths = np.array([c.length for c in self.chunks], np.int64)
         self.arrival_end = np.array([c.arrival + c.length for c in self.chunks], np.int64)
         n = len(self.chunks)
-        starts_run = np.ones(n, bool)
+        self.starts_run = starts_run = np.ones(n, bool)
         for i in range(1, n):
             prev, cur = self.chunks[i - 1], self.chunks[i]
             starts_run[i] = cur.stream != prev.stream or cur.seq != prev.seq + 1

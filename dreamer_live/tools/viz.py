@@ -27,8 +27,7 @@ from dreamer_live.actor.core import ActorCore, play_episode
 from dreamer_live.envs import lockstep_twin, make_env, spaces_of_run
 from dreamer_live.errors import UserError
 from dreamer_live.learner.checkpoint import check_checkpoint, load_state
-from dreamer_live.replay import ChunkError, Reader, load_chunk
-from dreamer_live.replay.chunk import list_chunks, read_regular
+from dreamer_live.replay import Reader
 
 DEFAULT_OBSERVE = 5
 VIZ_CAPACITY = 100_000  # replay steps loaded to draw sequences from
@@ -58,26 +57,18 @@ def replay_batch(config, replay_dir: pathlib.Path, sequences: int, length: int, 
 
 
 def replay_steps(replay_dir: pathlib.Path, keys) -> dict[str, np.ndarray]:
-    """Every readable step of a replay folder, stream by stream in order; after an unreadable or
-    missing chunk the next step starts an episode, so no window spans the gap."""
+    """The steps of a replay folder (opened read-only) as a Reader of its default capacity holds them,
+    run after run; each run starts an episode, so no window spans a missing chunk or two writers."""
     if not replay_dir.is_dir():
         raise UserError(f"replay folder {replay_dir} does not exist")
-    parts, previous = {k: [] for k in keys}, None
-    for name, fields in sorted(list_chunks(replay_dir).items(), key=lambda item: (item[1].stream,
-                                                                                 item[1].seq)):
-        try:
-            chunk = load_chunk(read_regular(replay_dir / name), fields.length)
-        except (ChunkError, OSError):
-            continue
-        if previous != (fields.stream, fields.seq - 1):
-            chunk["is_first"] = chunk["is_first"].copy()
-            chunk["is_first"][0] = True
-        previous = (fields.stream, fields.seq)
-        for k in keys:
-            parts[k].append(chunk[k])
-    if not parts["is_first"]:
-        raise UserError(f"replay folder {replay_dir} holds no readable steps")
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    with Reader(replay_dir, prefetch=0, readonly=True) as reader:
+        runs = reader.read_runs(keys)
+    if not runs:
+        raise UserError(f"replay folder {replay_dir} is empty: run the actor first")
+    for run in runs:
+        run["is_first"] = run["is_first"].copy()
+        run["is_first"][0] = True
+    return {k: np.concatenate([run[k] for run in runs]) for k in keys}
 
 
 def end_foresight(agent, state, steps: dict, length: int, seed: int) -> tuple[dict, int, int]:
