@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dreamer_live.errors import UserError
 from dreamer_live.steps import STEP_ID
 
 
@@ -45,6 +46,13 @@ class DemoMix:
         if not self.demos.ready():
             return self.replay.sample(self.replay.batch + self.demos.batch)
         own, demos = self.replay.sample(), self.demos.sample()
+        differ = [k for k in own if k not in demos or demos[k].shape[2:] != own[k].shape[2:]]
+        if differ:
+            raise UserError(
+                f"the demonstrations in {self.demos.directory} do not hold what the replay holds: "
+                + ", ".join(f"{k} {own[k].shape[2:]} against "
+                            f"{demos[k].shape[2:] if k in demos else 'none'}" for k in differ)
+                + " (recorded with other env.obs or env.size settings?); record them again")
         if STEP_ID in demos:  # another reader's ids: not stored, demonstrations start from zero
             demos[STEP_ID] = np.full_like(demos[STEP_ID], -1)
         return {k: np.concatenate([own[k], demos[k]]) for k in own}

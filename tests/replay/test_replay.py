@@ -367,7 +367,7 @@ def test_from_config_and_chunk_file_names(tmp_path):
 
 def test_demonstrations_are_mixed_into_batches_at_demo_fraction(tmp_path):
     """replay.demo_fraction of each batch comes from DIR/demos (recorded play), the rest from DIR/replay;
-    with no demonstrations to mix in, one line says where they should be."""
+    with no demonstrations to mix in, or demonstrations of other observations, one line says so."""
     from dreamer_live import transport
     from dreamer_live.errors import UserError
     cfg = config.resolve(["debug"], {"replay.demo_fraction": 0.25, "batch_size": 8})
@@ -389,6 +389,15 @@ def test_demonstrations_are_mixed_into_batches_at_demo_fraction(tmp_path):
         assert (alone.sample()["vector"][:, :, 0] == 1).all()
     finally:
         alone.close()
+    write_steps(tmp_path / "small" / "demos", "demo0", run=1, steps=200, image=(4, 4, 3))
+    write_steps(tmp_path / "small" / "replay", 0, run=0, steps=200)
+    other = transport.replay_source(cfg, tmp_path / "small" / "replay")  # demos of another env.size
+    try:
+        with pytest.raises(UserError, match=r"^the demonstrations in .*small/demos do not hold what the "
+                                            r"replay holds: image \(8, 8, 3\) against \(4, 4, 3\) "):
+            other.sample()
+    finally:
+        other.close()
 
 
 def test_replay_context_latents_by_step_id(tmp_path):
