@@ -11,8 +11,10 @@ instead of a folder (the same checks and on_update hook).
 
 The shipper also hands the Hub what the actor wrote beside its replay for the learner: its
 spaces.json (the first actor's is kept, so a learner whose actors are all on other machines builds its
-agent), and, when the actor's logdir is not the Hub's own (another machine, or another folder), its
-metric lines, which the Hub appends to DIR/metrics.jsonl.
+agent), and, when the actor's logdir is not the Hub's own folder, its metric lines, which the Hub
+appends to DIR/metrics.jsonl. The Hub leaves a mark with a token of its own in DIR: an actor that finds
+that token in its logdir shares the Hub's folder (the same machine, or one disk both machines mount)
+and sends no lines, as its logger writes them into the same file.
 
 Learner side. The Hub, a small Ray actor on the logdir's machine, writes each chunk into DIR/replay
 under its own name, so the learner's replay source is the file one and offline training, viz, eval and
@@ -30,6 +32,7 @@ import os
 import pathlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +53,7 @@ SHIP_POLL_S = 0.2  # the shipper looks for new chunk files and acknowledgements 
 SHIP_GRACE_S = 30.0  # on close, how long the shipper goes on shipping; the rest waits in the outbox
 RETRY_MAX_S = 5.0  # longest pause between shipping attempts while the learner side is away
 MAX_LINES = 10_000  # metric lines an actor keeps for the Hub while it is away; the oldest go first
+HUB_MARK = "ray_hub.token"  # in the Hub's logdir: its token, for actors to tell whether they share it
 
 
 class Hub:
@@ -61,10 +65,12 @@ class Hub:
         self.replay.mkdir(parents=True, exist_ok=True)
         self.pointer: dict | None = None
         self.beat: dict | None = None
+        self.token = uuid.uuid4().hex
+        write_atomic(self.logdir / HUB_MARK, self.token.encode())
 
-    def where(self) -> tuple[str, str]:
-        """(the Hub's Ray node id, its logdir): an actor with both the same shares its metrics.jsonl."""
-        return ray.get_runtime_context().get_node_id(), str(self.logdir)
+    def mark(self) -> str:
+        """The token this Hub wrote into DIR/HUB_MARK: an actor whose logdir holds it shares DIR."""
+        return self.token
 
     def put_spaces(self, text: str) -> str:
         """Persist an actor's spaces.json into DIR/replay unless one is there (the first actor's is
@@ -197,9 +203,11 @@ class Outbox:
         try:
             hub = self.hub.get()
             if self._remote is None:
-                node, logdir = ray.get(hub.where.remote(), timeout=FETCH_TIMEOUT_S)
-                self._remote = (node, logdir) != (ray.get_runtime_context().get_node_id(),
-                                                  str(self.logdir))
+                token = ray.get(hub.mark.remote(), timeout=FETCH_TIMEOUT_S)
+                try:
+                    self._remote = (self.logdir / HUB_MARK).read_text() != token
+                except OSError:
+                    self._remote = True
                 if not self._remote:
                     self._lines = []  # the Hub's metrics.jsonl is this one: the lines are there
             if not self._spaces_told:
