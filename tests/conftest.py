@@ -51,17 +51,13 @@ def optimized(agent):
     return agent
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def pytest_configure(config):
     """Compile fast (TEST_XLA_FLAGS); turn on the compilation cache under the user's cache folder; a
     SIGTERM stops the suite as Ctrl-C does, so the tests' `finally` blocks stop what they started
     (raylets, games, commands) instead of leaving them running."""
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
     cli.setup_jax(resolve())
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
