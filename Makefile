@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test bench-smoke clean
+.PHONY: run test lint bench-smoke clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ run: $(STAMP_RUN)
 
 test: $(STAMP_TEST)
 	$(PY) -m pytest -q $(ARGS)
+
+# ruff (pyproject.toml's [tool.ruff]): unused imports, redefinitions, undefined names, import order.
+lint: $(STAMP_TEST)
+	$(PY) -m ruff check .
 
 # Every benchmark's --smoke mode, one at a time (bench/smoke.py; ARGS: bench names, --timeout, --verbose).
 bench-smoke: $(STAMP_TEST)

@@ -14,12 +14,12 @@ import time
 
 import gymnasium
 import numpy as np
+from smoke import add_smoke
 
 from dreamer_live import config as configlib
 from dreamer_live.envs import apply_wrappers, base_env
 from dreamer_live.envs.base import Env, step_spaces
 from dreamer_live.envs.realtime import RealtimeRunner
-from smoke import add_smoke
 
 
 class LogX(Env):

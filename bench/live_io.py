@@ -62,11 +62,11 @@ def main() -> int:
             return skip("live_io", "needs Xvfb (apt-get install xvfb)")
 
     from dreamer_live.envs.live.capture import Capture
-    from dreamer_live.envs.wrappers import resize_image
     from dreamer_live.envs.live.keys import DirectInputKeys, KeyHolder, XTestKeys
     from dreamer_live.envs.live.memory import open_process, read_value
     from dreamer_live.envs.live.profile import ValueSpec
     from dreamer_live.envs.live.window import open_windows
+    from dreamer_live.envs.wrappers import resize_image
 
     xvfb = game = None
     display, title, spec = args.display, args.window, None

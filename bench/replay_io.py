@@ -24,10 +24,10 @@ import tempfile
 import time
 
 import numpy as np
+from smoke import add_smoke
 
 from dreamer_live.replay import Reader, Writer, write_chunk
 from dreamer_live.replay.chunk import ChunkName, timestamp
-from smoke import add_smoke
 
 RAW_STEP = 64 * 64 * 3
 

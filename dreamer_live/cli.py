@@ -15,10 +15,18 @@ from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import RunFailure, UserError
 
 
-def parser(prog: str, description: str, logdir_required: bool = True) -> argparse.ArgumentParser:
-    """An argument parser with --logdir, --configs and --force; dotted overrides pass through."""
+def usage_name(module: str) -> str:
+    """How this command was started, for its usage line: its console script (dreamer-live-actor) or
+    `python -m <module>`."""
+    script = pathlib.Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return script if script.startswith("dreamer-live-") else f"python -m {module}"
+
+
+def parser(module: str, description: str, logdir_required: bool = True) -> argparse.ArgumentParser:
+    """An argument parser for the command `module` with --logdir, --configs and --force; dotted
+    overrides pass through."""
     p = argparse.ArgumentParser(
-        prog=prog, description=description,
+        prog=usage_name(module), description=description,
         epilog=f"Presets: {', '.join(configlib.presets())}. Any config key can be overridden as "
                "--section.key value, e.g. --agent.opt.lr 1e-4 --run.train_ratio 32. Presets and "
                f"keys: presets.yaml, defaults.yaml in {configlib.CONFIG_DIR}.")

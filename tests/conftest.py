@@ -14,6 +14,8 @@ from dreamer_live import cli
 from dreamer_live.config import resolve
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+# The live tests' fixtures (xvfb) for every test module, without an import that shadows them.
+pytest_plugins = ("live_fixtures",)
 
 # A tiny agent on 32x32 Catcher frames plus its state vector, learning fast (no warm-up): viz's run
 # trains it, and test_agent's discrete case tests it, at batch 4 x 16 steps (the debug preset's), so

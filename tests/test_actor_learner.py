@@ -23,13 +23,11 @@ import time
 import numpy as np
 import pytest
 
-from dreamer_live import cli, spaces, steps
-
-from dreamer_live.transport import sync
-from dreamer_live import metrics as metricslib
+from dreamer_live import cli, metrics as metricslib, spaces, steps
 from dreamer_live.envs import make_env
 from dreamer_live.replay import Reader
 from dreamer_live.replay.chunk import list_chunks
+from dreamer_live.transport import sync
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HZ = 20.0
@@ -391,8 +389,7 @@ def test_run_says_the_learner_is_silent_then_sighup_and_a_second_signal_are_a_li
     traceback from one interrupted while saving). All exit 0, none is left, every step is kept."""
     import re
 
-    from dreamer_live import config as configlib
-    from dreamer_live import transport
+    from dreamer_live import config as configlib, transport
 
     logdir = tmp_path / "run"
     args = ["--run.log_every", "0.5", "--actor.param_interval", "0.5"]

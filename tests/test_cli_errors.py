@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import stderr_lines
+
 from dreamer_live import cli, spaces
 from dreamer_live.envs import make_env
 
@@ -39,6 +39,21 @@ def test_help_names_the_flags(module):
     assert "--logdir" in result.stdout and "--configs" in result.stdout
     if module.endswith("learner"):
         assert "--offline" in result.stdout and "--replay" in result.stdout
+
+
+def test_usage_names_the_way_the_command_was_started():
+    """`dreamer-live-actor --help` says so in its usage line, `python -m dreamer_live.actor` likewise;
+    memscan's --help names its filters as its prompt takes them."""
+    script = pathlib.Path(sys.executable).parent / "dreamer-live-actor"
+    if not script.exists():
+        pytest.skip("the console scripts are not installed beside this Python")
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("usage: dreamer-live-actor "), result
+    result = command("dreamer_live.actor", "--help")
+    assert result.stdout.startswith("usage: python -m dreamer_live.actor "), result.stdout
+    result = command("dreamer_live.memscan", "--help")
+    assert result.stdout.startswith("usage: python -m dreamer_live.memscan ")
+    assert "/equal)" in " ".join(result.stdout.split()) and "equals" not in result.stdout
 
 
 @pytest.mark.parametrize("module", COMMANDS)

@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-from flax import serialization
 from conftest import stderr_lines
+from flax import serialization
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 QUIET = ["--configs", "debug", "--run.quiet", "true", "--run.video_every", "0"]
@@ -160,8 +160,8 @@ def test_actor_refuses_a_non_finite_version_and_keeps_its_own(base, initial, tmp
     import json
     import time
 
-    from dreamer_live.transport import sync
     from dreamer_live.replay import Reader
+    from dreamer_live.transport import sync
 
     copy_replay(base, tmp_path)
     # a good version, as the learner publishes its initial parameters (in this process: a learner

@@ -10,7 +10,7 @@ from dreamer_live.transport import raycluster
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.actor --logdir DIR --configs PRESET..."""
-    p = cli.parser("python -m dreamer_live.actor",
+    p = cli.parser("dreamer_live.actor",
                    "Play a game in real time into DIR/replay with the learner's latest policy "
                    "(--ray.address HOST:PORT: join a running learner's Ray cluster instead).")
     args, config = cli.parse(p, argv)

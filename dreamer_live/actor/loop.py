@@ -21,8 +21,7 @@ import traceback
 
 import numpy as np
 
-from dreamer_live import cli, transport
-from dreamer_live import spaces as spaceslib
+from dreamer_live import cli, spaces as spaceslib, transport
 from dreamer_live.actor.core import ActorCore, random_action
 from dreamer_live.atomic import write_atomic
 from dreamer_live.envs import make_env, tick_hz

@@ -24,8 +24,7 @@ import types
 
 import numpy as np
 
-from dreamer_live import cli, transport
-from dreamer_live import spaces as spaceslib
+from dreamer_live import cli, spaces as spaceslib, transport
 from dreamer_live.actor.core import replay_step
 from dreamer_live.actor.loop import EnvFailure, TickLoop, closing
 from dreamer_live.envs import is_game, is_realtime, make_env
@@ -205,7 +204,7 @@ def run_record(config, logdir: pathlib.Path) -> int:
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.record --logdir DIR --configs PRESET..."""
-    p = cli.parser("python -m dreamer_live.record",
+    p = cli.parser("dreamer_live.record",
                    "Record a person playing (keys read from the keyboard, never sent) into DIR/demos, "
                    "as the actor would record its own play.")
     args, config = cli.parse(p, argv)

@@ -22,8 +22,10 @@ import os
 import pathlib
 
 from dreamer_live import spaces as spaceslib
-from dreamer_live.envs import games  # GAMES imports the game modules on first use
-from dreamer_live.envs import wrappers as w
+from dreamer_live.envs import (
+    games,  # GAMES imports the game modules on first use
+    wrappers as w,
+)
 from dreamer_live.envs.base import Env
 from dreamer_live.envs.gym_adapter import GymEnv
 from dreamer_live.envs.live import make_live_env

@@ -22,6 +22,7 @@ import abc
 import gymnasium
 import numpy as np
 
+
 class Env(abc.ABC):
     """A game as the actor sees it: reset, act, observe, close."""
 

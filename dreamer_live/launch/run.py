@@ -20,8 +20,7 @@ import subprocess
 import sys
 import time
 
-from dreamer_live import cli
-from dreamer_live import config as configlib
+from dreamer_live import cli, config as configlib
 from dreamer_live.envs import tick_hz
 from dreamer_live.launch import rayrun
 from dreamer_live.launch.status import STOP_GRACE_S, Status
@@ -158,7 +157,7 @@ class Children:
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.run [--logdir DIR] [--configs PRESET...] [overrides]."""
-    p = cli.parser("python -m dreamer_live.run",
+    p = cli.parser("dreamer_live.run",
                    "Start a learner and an actor on one logdir (no arguments: the Catcher demo).",
                    logdir_required=False)
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -12,7 +12,7 @@ from dreamer_live.learner.loop import run_learner
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.learner --logdir DIR [--replay OTHER/replay --offline]."""
-    p = cli.parser("python -m dreamer_live.learner",
+    p = cli.parser("dreamer_live.learner",
                    "Train the agent from replay and publish its policy parameters to DIR/params.")
     p.add_argument("--replay", type=pathlib.Path, default=None,
                    help="replay folder to train from (default DIR/replay); another run's folder is "

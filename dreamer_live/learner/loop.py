@@ -19,8 +19,7 @@ import time
 
 import numpy as np
 
-from dreamer_live import cli, render, transport
-from dreamer_live import spaces as spaceslib
+from dreamer_live import cli, render, spaces as spaceslib, transport
 from dreamer_live.envs import spaces_of_run, tick_hz
 from dreamer_live.errors import UserError
 from dreamer_live.learner.checkpoint import Checkpointer

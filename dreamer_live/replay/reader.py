@@ -31,8 +31,15 @@ import numpy as np
 
 from dreamer_live import spaces as spaceslib
 from dreamer_live.errors import UserError
-from dreamer_live.replay.chunk import (ChunkError, ChunkName, Spec, list_chunks, load_chunk,
-                                      read_regular, spec_mismatch)
+from dreamer_live.replay.chunk import (
+    ChunkError,
+    ChunkName,
+    Spec,
+    list_chunks,
+    load_chunk,
+    read_regular,
+    spec_mismatch,
+)
 from dreamer_live.replay.stored import StoredChunk, Table
 
 log = logging.getLogger("dreamer_live.replay")

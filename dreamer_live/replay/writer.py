@@ -33,8 +33,7 @@ import numpy as np
 from dreamer_live import spaces as spaceslib
 from dreamer_live.atomic import is_temporary, write_atomic
 from dreamer_live.errors import UserError
-from dreamer_live.replay.chunk import (ALLOWED_KINDS, WRITER_ID_RE, ChunkName, timestamp,
-                                      write_chunk)
+from dreamer_live.replay.chunk import ALLOWED_KINDS, WRITER_ID_RE, ChunkName, timestamp, write_chunk
 
 log = logging.getLogger("dreamer_live.replay")
 STALE_TEMP_S = 3600.0  # temporary chunk files older than this are leftovers of a killed writer

@@ -184,7 +184,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.eval --logdir DIR --episodes N."""
-    p = cli.parser("python -m dreamer_live.eval",
+    p = cli.parser("dreamer_live.eval",
                    "Play N episodes with the run's latest parameters in evaluation mode; print the "
                    "mean and std of the return; append them to DIR/metrics.jsonl (eval/ keys); write "
                    "videos of the best and the worst episode.")

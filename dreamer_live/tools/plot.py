@@ -203,7 +203,7 @@ def plot(dirs: list[pathlib.Path], out: pathlib.Path) -> list[Run]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: python -m dreamer_live.plot DIR [DIR ...] [--out FILE.png]."""
     p = argparse.ArgumentParser(
-        prog="python -m dreamer_live.plot",
+        prog=cli.usage_name("dreamer_live.plot"),
         description="Learning curves from DIR/metrics.jsonl: return vs env steps and wall-clock, the "
                     "main losses, the actor's tick lateness and policy lag. Several runs share one "
                     "figure with a legend.")

@@ -139,7 +139,7 @@ def default_out(logdir: pathlib.Path, updates, dream: bool) -> pathlib.Path:
 @cli.main
 def main(argv: list[str] | None = None) -> int:
     """Command line: render open-loop predictions of a run's latest checkpoint."""
-    p = cli.parser("python -m dreamer_live.viz",
+    p = cli.parser("dreamer_live.viz",
                    "Render what the world model predicts: rows truth | model | error per sequence, "
                    "green border = observed, red = imagined; prints the open-loop error by horizon.")
     p.add_argument("--replay", type=pathlib.Path, default=None,

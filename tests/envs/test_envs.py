@@ -9,8 +9,8 @@ import time
 import gymnasium
 import numpy as np
 import pytest
-
 from conftest import poll
+
 from dreamer_live import config as configlib
 from dreamer_live.envs import is_realtime, lockstep_twin, make_env, tick_hz
 from dreamer_live.envs.gym_adapter import GymEnv

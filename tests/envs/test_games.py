@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import poll
+
 from dreamer_live.envs.games import GAME_MODULES, GAMES
 from dreamer_live.envs.games.base import Game, GameEnv
 from dreamer_live.envs.games.catcher import Catcher

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 import pytest
-from live_fixtures import (  # noqa: F401
+from live_fixtures import (
     ROOT,
     KeyWatch,
     eventually,
@@ -32,7 +32,6 @@ from live_fixtures import (  # noqa: F401
     stop_process,
     wait_for_line,
     write_profile,
-    xvfb,
 )
 
 from dreamer_live import config as configlib

@@ -14,11 +14,11 @@ import threading
 import time
 
 import pytest
-from live_fixtures import ROOT, fake_key, running_game, xvfb  # noqa: F401
+from live_fixtures import ROOT, fake_key, running_game
 
 from dreamer_live.envs.live.memory import MemoryReadError, Region
-from dreamer_live.errors import UserError
 from dreamer_live.envs.live.memscan import Scanner, Session, pointer_paths, tolerance
+from dreamer_live.errors import UserError
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and X11")
 
@@ -251,3 +251,6 @@ def test_session_commands_over_a_seam_reader():
     assert "0x10010  3" in text and "value: 3" in text
     with pytest.raises(UserError, match="usage: first"):
         session.run("first")
+    # every spelling of the equal filter: the word in --help and HELP, and the aliases
+    for spelling in ("equal 3", "equals 3", "= 3", "next equal 3"):
+        assert session.run(spelling) and out.getvalue().splitlines()[-1].startswith("candidates: 1 ")

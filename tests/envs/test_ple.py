@@ -144,6 +144,7 @@ def test_force_fps_false_runs_on_the_wall_clock():
 
 def test_display_screen_shows_the_game_in_a_window():
     import pygame
+
     from dreamer_live.ple.games.pixelcopter import Pixelcopter
     p = PLE(Pixelcopter(), display_screen=True)
     p.act(None)

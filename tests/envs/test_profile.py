@@ -15,8 +15,7 @@ import pytest
 
 from dreamer_live import config as configlib
 from dreamer_live.envs.live.keys import DirectInputKeys, KeyHolder, key_name
-from dreamer_live.envs.live.memory import (MemoryReadError, ProcessGone, WindowsMemory, read_value,
-                                           resolve)
+from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, WindowsMemory, read_value, resolve
 from dreamer_live.envs.live.profile import Condition, ValueSpec, load_profile, parse_profile
 from dreamer_live.errors import UserError
 

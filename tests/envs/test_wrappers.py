@@ -10,8 +10,16 @@ from dreamer_live import config as configlib
 from dreamer_live.envs import apply_wrappers
 from dreamer_live.envs.base import Env, step_spaces
 from dreamer_live.envs.realtime import RealtimeRunner
-from dreamer_live.envs.wrappers import (ActionRepeat, DeathZone, FrameStack, Milestones, Resize,
-                                        Stagnation, TeleportDeath, TimeCap)
+from dreamer_live.envs.wrappers import (
+    ActionRepeat,
+    DeathZone,
+    FrameStack,
+    Milestones,
+    Resize,
+    Stagnation,
+    TeleportDeath,
+    TimeCap,
+)
 from dreamer_live.errors import UserError
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from dreamer_live.atomic import is_temporary
-from dreamer_live.learner.checkpoint import Checkpointer
 from dreamer_live.errors import UserError
+from dreamer_live.learner.checkpoint import Checkpointer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATE = {"w": np.zeros((64, 64), np.float32), "count": np.zeros((), np.int32)}

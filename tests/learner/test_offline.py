@@ -97,10 +97,8 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, trained,
 @pytest.mark.slow  # a learner run, viz and eval (~30-60 s on 2 cores)
 def test_kept_checkpoints_serve_viz_eval_and_a_damaged_newest_is_set_aside(source, trained, tmp_path,
                                                                           capsys):
-    from dreamer_live.tools import eval as evallib
-    from dreamer_live.tools import plot
-    from dreamer_live.tools import viz as vizlib
     from dreamer_live.learner.checkpoint import Checkpointer
+    from dreamer_live.tools import eval as evallib, plot, viz as vizlib
 
     assert trained[1].returncode == 0, trained[1].stdout + trained[1].stderr
     run = copy_run(trained, tmp_path)

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import poll
+
 from dreamer_live import config
 from dreamer_live.errors import UserError
 from dreamer_live.replay import ChunkName, Reader, Writer, write_chunk

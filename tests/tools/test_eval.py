@@ -14,8 +14,7 @@ IMAGE = IMAGE_AGENT["env.size"][0]
 @pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path):
     from dreamer_live import metrics
-    from dreamer_live.tools import eval as evallib
-    from dreamer_live.tools import plot
+    from dreamer_live.tools import eval as evallib, plot
 
     code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
     out = capsys.readouterr()

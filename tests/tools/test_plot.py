@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dreamer_live.tools import plot
 from dreamer_live.metrics import encode_line
+from dreamer_live.tools import plot
 
 
 def write_run(logdir, seed, lines=30, partial_tail=True):

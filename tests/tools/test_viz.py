@@ -137,8 +137,7 @@ def test_ends_report_covers_every_terminal_with_a_whole_window(run_dir, capsys):
 
 @pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_unknown_checkpoint_step_lists_the_kept_ones(run_dir, capsys):
-    from dreamer_live.tools import eval as evallib
-    from dreamer_live.tools import viz as vizlib
+    from dreamer_live.tools import eval as evallib, viz as vizlib
 
     assert vizlib.main(["--logdir", str(run_dir), "--checkpoint", "7"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

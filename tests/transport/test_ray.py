@@ -419,7 +419,6 @@ def test_ray_ends_carry_chunks_and_parameters_and_wait_out_a_gone_learner_side(c
     from test_transport import members
 
     from dreamer_live import config, transport
-
     from dreamer_live.transport import raylink
 
     # the source polls the Hub every 0.5 s (at the default 5 s each version waited up to 5 s)
@@ -534,9 +533,8 @@ def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, t
     import gymnasium
 
     from dreamer_live import config, spaces, transport
-
-    from dreamer_live.transport import raylink
     from dreamer_live.metrics import Logger
+    from dreamer_live.transport import raylink
 
     cfg = config.resolve(["debug"], {"replay.chunk_steps": 4,
                                      "ray.outbox": str(tmp_path / "outbox")})

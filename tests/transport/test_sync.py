@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from dreamer_live import config
-
-from dreamer_live.transport import sync
 from dreamer_live.atomic import write_atomic
 from dreamer_live.replay import Writer
+from dreamer_live.transport import sync
 
 SPAWN = mp.get_context("spawn")
 HASH = "0123456789abcdef"

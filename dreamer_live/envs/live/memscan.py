@@ -41,6 +41,8 @@ DTYPES = {name: np.dtype(fmt) for name, fmt in TYPES.items()}
 PIECE = 64 << 20  # regions are read in pieces of at most this many bytes
 FEW = 4096  # below this many candidates in a region, read them one by one instead of the region
 NEXT_OPS = ("increased", "decreased", "unchanged", "changed", "equal")
+NEXT_ALIASES = {"same": "unchanged", "=": "equal", "equals": "equal", "inc": "increased",
+                "dec": "decreased"}
 
 
 @dataclasses.dataclass
@@ -304,10 +306,10 @@ class Session:
             value = self._arg(args, 0, "first VALUE or first ?")
             count = s.first(None if value == "?" else value)
             self._count(count, began, s.bytes_scanned)
-        elif cmd in NEXT_OPS or cmd in ("next", "same", "=", "inc", "dec"):
+        elif cmd in NEXT_OPS or cmd in NEXT_ALIASES or cmd == "next":
             if cmd == "next":
                 cmd, args = self._arg(args, 0, "next OP"), args[1:]
-            cmd = {"same": "unchanged", "=": "equal", "inc": "increased", "dec": "decreased"}.get(cmd, cmd)
+            cmd = NEXT_ALIASES.get(cmd, cmd)
             count = s.next(cmd, args[0] if args else None)
             self._count(count, began, s.bytes_scanned)
         elif cmd == "count":
@@ -386,9 +388,9 @@ def find_pid(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m dreamer_live.memscan --pid PID | --process NAME | --window TITLE."""
     p = argparse.ArgumentParser(
-        prog="python -m dreamer_live.memscan",
+        prog=cli.usage_name("dreamer_live.memscan"),
         description="Find a value's address in a running game by successive filtering (first scan for "
-                    "a value or unknown, then keep what increased/decreased/stayed/changed/equals). "
+                    "a value or unknown, then keep what increased/decreased/unchanged/changed/equal). "
                     "Type `help` at the prompt for the commands.")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--pid", type=int, help="process id of the game")
