@@ -4,6 +4,11 @@ lockstep in one process, so a preset can be judged in minutes per seed on one co
     .venv/bin/python bench/demo_lockstep.py [--updates 5000] [--configs catcher] [--seed 1]
                                             [--agent.actent 3e-3 ...]
     .venv/bin/python bench/demo_lockstep.py --smoke      # 20 updates of the debug preset
+    .venv/bin/python bench/demo_lockstep.py --configs catcher_pixels --updates 24000 --until 20 --seed 0
+
+With --until R it stops at the first update after which the last 10 episodes average R or more
+and prints that update and the env steps (the figure that compares presets without the machine's
+speed in it); it prints that R was not reached when --updates run out first.
 
 Each update is preceded by batch_size * batch_length / run.train_ratio env steps (the learner's train
 ratio), after run.prefill steps. The game runs as many frames per step as a real-time tick spans, and
@@ -43,6 +48,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--updates", type=int, default=5000, help="learner updates (default 5000)")
     p.add_argument("--diagnose-every", type=int, default=2000,
                    help="updates between world-model diagnostics (default 2000)")
+    p.add_argument("--until", type=float, default=None, metavar="R",
+                   help="stop once the last 10 episodes average R or more; print that update")
     add_smoke(p)
     args, rest = p.parse_known_args(argv)
     if args.smoke:
@@ -148,9 +155,20 @@ def main(argv: list[str]) -> int:
             print(f"update {update:>6} | {time.perf_counter() - began:5.0f}s | env steps "
                   f"{len(store['is_first']):>6} | episodes {len(returns):>4} | return (last 10) "
                   f"{np.mean(returns[-10:]) if returns else float('nan'):6.2f} | entropy {m['entropy']:.3f} "
-                  f"| dec {m['loss/dec']:.4f} rew {m['loss/rew']:.4f} dyn {m['loss/dyn']:.2f}", flush=True)
-        if update % args.diagnose_every == 0 or update == args.updates:
+                  f"| dec {m['loss/dec']:.4f} rew {m['loss/rew']:.4f} dyn {m['loss/dyn']:.2f}"
+                  + (f" barlow {m['loss/barlow']:.2f}" if "loss/barlow" in m else ""), flush=True)
+        reached = (args.until is not None and len(returns) >= 10
+                   and np.mean(returns[-10:]) >= args.until)
+        if update % args.diagnose_every == 0 or update == args.updates or reached:
             diagnose()
+        if reached:
+            print(f"reached {args.until:g} (last 10 episodes {np.mean(returns[-10:]):.2f}) at update "
+                  f"{update} | env steps {len(store['is_first'])} | episodes {len(returns)} | "
+                  f"{time.perf_counter() - began:.0f}s", flush=True)
+            break
+    else:
+        if args.until is not None:
+            print(f"not reached: {args.until:g} in {args.updates} updates", flush=True)
 
     print("returns, mean per 10 episodes:", [round(float(np.mean(returns[i:i + 10])), 2)
                                              for i in range(0, len(returns), 10)])

@@ -194,7 +194,7 @@ def time_parts(agent, state, batch, key, step_ms: float) -> None:
     policy = agent.ac.policy_fn(params["actor"])
     imagine = lambda p, s: rssmlib.imagine(wm.rssm, p["rssm"], s, policy,  # noqa: E731
                                            agent.cfg.imag_length, key)
-    wm_params = {k: params[k] for k in agentlib.WM_PARTS}
+    wm_params = {k: params[k] for k in agentlib.WM_PARTS if k in params}
     ac_loss = lambda p: sum(v.mean() for v in agent.ac.imag_loss(  # noqa: E731
         p, state["slow_critic"], wm, wm_params, states, state["retnorm"], key)[0].values())
     parts = {"world-model loss, forward + backward": timed_ms(jax.grad(wm_loss), params),
@@ -284,10 +284,8 @@ class Update:
         import jax
         import numpy as np
 
-        from dreamer_live.agent import Agent
+        from dreamer_live.agent import Agent, devices
         from dreamer_live.envs.base import step_spaces
-
-        from dreamer_live.agent import devices
 
         self.preset, self.cfg, self.args, self.variant = preset, cfg, args, variant or {}
         self.devices = 0 if mesh is None else mesh.size  # 0: no mesh, the default device

@@ -9,17 +9,16 @@ import numpy as np
 import optax
 
 from dreamer_live import steps
-from dreamer_live.agent import behavior, devices, optim
-from dreamer_live.agent import rssm as rssmlib
+from dreamer_live.agent import behavior, devices, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
-WM_PARTS = ("enc", "rssm", "dec", "rew", "con")
+WM_PARTS = ("enc", "rssm", "dec", "rew", "con", "prj")  # prj: agent.objective barlow only
 POLICY_PARTS = ("enc", "rssm", "actor")
-WM_LOSSES = ("dec", "rew", "con", "dyn", "rep")
+WM_LOSSES = ("dec", "rew", "con", "dyn", "rep", "barlow")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
@@ -176,7 +175,7 @@ class Agent:
         k1, k2 = jax.random.split(key)
         batch, start = self._split_context(batch)
         losses, states, metrics = self.wm.loss(params, batch, k1, start)
-        wm_params = {k: params[k] for k in WM_PARTS}
+        wm_params = {k: params[k] for k in WM_PARTS if k in params}
         ac_losses, retnorm, ret, ac_metrics = self.ac.imag_loss(
             params, state["slow_critic"], self.wm, wm_params, states, state["retnorm"], k2)
         losses.update(ac_losses)
@@ -192,7 +191,7 @@ class Agent:
         means = {k: v.mean() for k, v in losses.items()}
         total = sum(self.scales[k] * v for k, v in means.items())
         metrics.update({f"loss/{k}": v for k, v in means.items()})
-        metrics["loss/wm"] = sum(self.scales[k] * means[k] for k in WM_LOSSES)
+        metrics["loss/wm"] = sum(self.scales[k] * means[k] for k in WM_LOSSES if k in means)
         metrics["loss/total"] = total
         latents = {"deter": states["deter"], "stoch": states["stoch"]} if start is not None else {}
         return total, (retnorm, metrics, latents)

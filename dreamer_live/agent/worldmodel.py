@@ -7,9 +7,9 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from dreamer_live import steps
 from dreamer_live.agent import dists, rssm as rssmlib
 from dreamer_live.agent.nets import Decoder, Encoder, Head, cnn_depths, cnn_stages, patch_stages
-from dreamer_live import steps
 from dreamer_live.errors import UserError
 
 f32 = jnp.float32
@@ -63,6 +63,9 @@ class WorldModel:
         self.con = Head(h.layers, h.units, 1, h.outscale, **common)
         self.rew_bins = dists.symexp_bins(cfg.reward_head.bins)
         self.unroll = r.unroll
+        self.barlow = cfg.objective == "barlow"
+        # agent.objective barlow: one linear layer from the features onto the token space
+        self.prj = Head(0, 1, self.enc_dim(), 1.0, **common) if self.barlow else None
 
     # ------------------------------------------------------------------------------------------
     def dummy_obs(self, n: int = 1) -> dict:
@@ -70,14 +73,19 @@ class WorldModel:
         return {k: jnp.zeros((n, *self.obs_space[k].shape), self.obs_space[k].dtype)
                 for k in self.image_keys + self.vector_keys}
 
+    def enc_dim(self) -> int:
+        """Size of the encoder's token."""
+        return jax.eval_shape(lambda: self.enc.init_with_output(
+            jax.random.PRNGKey(0), self.dummy_obs())[0]).shape[-1]
+
     def initial(self, batch: int) -> dict:
         """Zero RSSM carry."""
         r = self.cfg.rssm
         return rssmlib.initial(batch, r.deter, r.stoch, r.classes)
 
     def init(self, key) -> dict:
-        """Fresh parameters {enc, rssm, dec, rew, con}."""
-        keys = jax.random.split(key, 6)
+        """Fresh parameters {enc, rssm, dec, rew, con}, and prj with agent.objective barlow."""
+        keys = jax.random.split(key, 7)
         obs = self.dummy_obs()
         enc = self.enc.init(keys[0], obs)
         token = self.enc.apply(enc, obs)
@@ -85,8 +93,11 @@ class WorldModel:
         action = jnp.zeros((1, self.act_dim), f32)
         rssm = self.rssm.init(keys[1], carry, action, token, jnp.zeros((1,), bool), keys[2])
         feat = rssmlib.features(carry)
-        return {"enc": enc, "rssm": rssm, "dec": self.dec.init(keys[3], feat),
-                "rew": self.rew.init(keys[4], feat), "con": self.con.init(keys[5], feat)}
+        params = {"enc": enc, "rssm": rssm, "dec": self.dec.init(keys[3], feat),
+                  "rew": self.rew.init(keys[4], feat), "con": self.con.init(keys[5], feat)}
+        if self.barlow:
+            params["prj"] = self.prj.init(keys[6], feat)
+        return params
 
     # ------------------------------------------------------------------------------------------
     def encode(self, params, obs: dict):
@@ -139,7 +150,9 @@ class WorldModel:
         dyn, rep, kl = dists.kl_losses(post, prior, self.cfg.rssm.free_nats)
         feat = rssmlib.features(states)
         losses = {"dyn": dyn, "rep": rep}
-        recons = self.decode(params, feat)
+        # With the barlow objective the decoder is a probe: it draws what the features hold, and its
+        # gradient stops at them.
+        recons = self.decode(params, sg(feat) if self.barlow else feat)
         dec_parts = {}
         for key_ in self.image_keys:
             target = batch[key_].astype(f32) / 255.0
@@ -150,6 +163,12 @@ class WorldModel:
             err = (recons[key_] - target) ** 2
             dec_parts[key_] = err.reshape(*err.shape[:2], -1).sum(-1)
         losses["dec"] = sum(dec_parts.values())
+        if self.barlow:
+            # R2-Dreamer: the tokens are the target, so the encoder learns only through the posterior.
+            b, t = feat.shape[:2]
+            projected = self.prj.apply(params["prj"], feat.reshape(b * t, -1))
+            losses["barlow"] = barlow_loss(projected, sg(tokens.reshape(b * t, -1)),
+                                           self.cfg.barlow_lambda)
         rew_in = feat if self.cfg.reward_grad else sg(feat)
         _, rew_logits = self.reward(params, rew_in)
         losses["rew"] = dists.twohot_loss(rew_logits, self.rew_bins, batch["reward"].astype(f32))
@@ -217,3 +236,13 @@ def motion_weights(frames, weight: float):
         return 1.0
     prev = jnp.concatenate([frames[:, :1], frames[:, :-1]], 1)
     return 1.0 + weight * jnp.abs(frames - prev)
+
+
+def barlow_loss(x, y, lam: float):
+    """Barlow Twins' redundancy reduction between paired rows of x and y [N, D]: the cross-correlation of
+    their standardized columns pulled to the identity, off-diagonal terms weighted by lam; a scalar."""
+    def standardize(z):
+        return (z - z.mean(0)) / (z.std(0) + 1e-8)
+    corr = standardize(x).T @ standardize(y) / x.shape[0]
+    diag = jnp.diagonal(corr)
+    return jnp.sum((diag - 1.0) ** 2) + lam * (jnp.sum(corr ** 2) - jnp.sum(diag ** 2))

@@ -269,3 +269,32 @@ def test_replay_context_trains_from_stored_latents_and_stores_the_posterior():
     # without a store's inputs every sequence starts from zero (the same compiled step)
     new, metrics = agent.train(state, {k: v for k, v in batch.items() if k != STEP_ID}, key)
     assert metrics["skipped"] == 0
+
+
+def test_barlow_objective_shapes_the_latent_and_the_decoder_only_probes_it():
+    """agent.objective barlow: a projection head from the features onto the tokens trains the encoder
+    and RSSM through the posterior (the tokens are its stop-gradient target); the decoder's loss
+    reaches the decoder alone, so viz draws what the features hold without shaping them."""
+    cfg = config.resolve(["debug"], {"agent.objective": "barlow"})
+    agent = Agent(cfg, obs_space(16), gymnasium.spaces.Discrete(3))
+    state = agent.init(jax.random.PRNGKey(0))
+    params = state["params"]
+    assert params["prj"]["params"]["Dense_0"]["kernel"].shape[-1] == agent.wm.enc_dim()
+    batch = {k: v for k, v in make_batch(agent).items() if k in agent.batch_keys}
+
+    def grads_of(name):
+        def loss(p):
+            return agent.wm.loss(p, batch, jax.random.PRNGKey(1))[0][name].mean()
+        return jax.grad(loss)(params)
+
+    def norm(tree):
+        return float(sum(jnp.abs(x).sum() for x in jax.tree.leaves(tree)))
+
+    dec = grads_of("dec")
+    assert norm(dec["dec"]) > 0 and norm(dec["enc"]) == norm(dec["rssm"]) == 0
+    barlow = grads_of("barlow")
+    assert norm(barlow["prj"]) > 0 and norm(barlow["enc"]) > 0 and norm(barlow["rssm"]) > 0
+    assert norm(barlow["dec"]) == 0
+    new, metrics = agent.train(state, batch, jax.random.PRNGKey(2))
+    assert metrics["skipped"] == 0 and np.isfinite(float(metrics["loss/barlow"]))
+    assert float(metrics["loss/wm"]) >= cfg.agent.loss_scales.barlow * float(metrics["loss/barlow"])

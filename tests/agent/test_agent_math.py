@@ -184,3 +184,22 @@ def test_motion_weights_hand_computed():
     frames = jnp.array([0.0, 0.5, 0.5, 0.1]).reshape(1, 4, 1, 1, 1)  # [B, T, H, W, C]
     close(motion_weights(frames, 10.0).reshape(-1), [1.0, 6.0, 1.0, 5.0])
     assert motion_weights(frames, 0.0) == 1.0
+
+
+def test_barlow_loss_hand_computed():
+    """R2-Dreamer's objective: zero when the standardized columns of x and y are the same and mutually
+    uncorrelated, 4 per column when each is the other's negative; otherwise sum (C_ii - 1)^2 + lambda
+    sum_(i != j) C_ij^2 of the cross-correlation C of the standardized columns."""
+    from dreamer_live.agent.worldmodel import barlow_loss
+    hadamard = np.array([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]], np.float32)
+    x = jnp.asarray(np.concatenate([hadamard[:, 1:]] * 2))  # three zero-mean, uncorrelated columns
+    close(barlow_loss(x, 3.0 * x + 1.0, 0.5), 0.0)  # invariant to each column's scale and offset
+    close(barlow_loss(x, -x, 0.5), 4.0 * 3)
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+    za = (a - a.mean(0)) / a.std(0)
+    zb = (b - b.mean(0)) / b.std(0)
+    corr = za.T @ zb / 50
+    off = (corr ** 2).sum() - (np.diag(corr) ** 2).sum()
+    close(barlow_loss(jnp.asarray(a), jnp.asarray(b), 0.1), ((np.diag(corr) - 1) ** 2).sum() + 0.1 * off,
+          1e-4)
