@@ -202,6 +202,33 @@ def test_a_terminal_condition_ends_the_episode_after_steps(xvfb, tmp_path):
     assert len(steps) - 1 == ended + 3 and not any(s["is_last"] for s in steps[:-1])
 
 
+def test_rewards_pay_score_increases_and_nothing_for_a_new_game(xvfb, tmp_path):
+    """The score with `increases_only` and `restart: 0`, the lives with `restart: 2`: a miss costs the
+    life's -0.5 and nothing of the score's fall; when the game starts a new one by itself (score back to
+    0, lives back to 2), that step pays nothing, where plain weights paid the jump back as a reward."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=2", "--auto-restart", "0.3") as game:
+        env = make(xvfb, write_profile(tmp_path, game.export, terminal=[], reward={
+            "score": {"weight": 1.0, "increases_only": True, "restart": 0},
+            "lives": {"weight": 0.5, "restart": 2}}))
+        try:
+            steps = [env.reset()]
+            while float(steps[-1]["log/episode"]) < 1 and len(steps) < 900:  # a new game in ~5-10 s
+                env.act(LEFT)  # the paddle at the wall misses every fruit
+                time.sleep(0.05)
+                steps.append(env.observe())
+        finally:
+            env.close()
+    value = {n: [float(s[f"log/{n}"]) for s in steps] for n in ("score", "lives", "episode")}
+    rewards = [float(s["reward"]) for s in steps]
+    new_game = value["episode"].index(1.0)
+    assert value["lives"][new_game - 1] == 0 and value["lives"][new_game] == 2, "no new game in 45 s"
+    assert value["score"][new_game - 1] < 0 and rewards[new_game] == 0  # plain weights: +2 + 1
+    lost = [i for i in range(1, new_game) if value["lives"][i] < value["lives"][i - 1]]
+    assert len(lost) == 2 and all(rewards[i] == -0.5 for i in lost)
+    assert all(r == 0 for i, r in enumerate(rewards) if i not in lost)
+    assert not any(s["is_last"] for s in steps)
+
+
 def focus(conn, window_id: int) -> None:
     from Xlib import X
     conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)

@@ -16,7 +16,13 @@ import pytest
 from dreamer_live import config as configlib
 from dreamer_live.envs.live.keys import DirectInputKeys, KeyHolder, key_name
 from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, WindowsMemory, read_value, resolve
-from dreamer_live.envs.live.profile import Condition, ValueSpec, load_profile, parse_profile
+from dreamer_live.envs.live.profile import (
+    Condition,
+    RewardTerm,
+    ValueSpec,
+    load_profile,
+    parse_profile,
+)
 from dreamer_live.errors import UserError
 
 GAMES = sorted((configlib.CONFIG_DIR / "games").glob("*.yaml"))
@@ -64,11 +70,25 @@ def test_a_full_profile_parses():
     assert (x.module, x.offset, x.offsets, x.type, x.size) == ("game.exe", 0x1A2B, (0x10, 0x1E8), "f32", 4)
     assert x.describe() == '"game.exe"+1A2B -> [+10] -> [+1E8]'
     assert p.pointer_size == 4 and p.region == (0, 20, 640, 460) and p.size == (64, 64)
-    assert p.reward == (("x", 0.01), ("coins", 1.0))
+    assert p.reward == (RewardTerm("x", 0.01), RewardTerm("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
     assert (p.terminal[0].after_steps, p.terminal[1].after_steps) == (0, 2)
     assert p.reset[2].until == Condition("x", "above", 0.0) and (p.reset[2].timeout_s, p.reset[2].retries) == (3, 2)
     assert p.expand("{python}") == sys.executable and p.expand("{profile_dir}/x") == "./x"
+
+
+def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
+    """A value's reward: weight x change; increases_only pays no fall; clip bounds the change; a change to
+    `restart` (a new game's score 0, lives back to 3) pays nothing, a fall to it in play neither."""
+    p = profile(memory={"values": {n: {"address": i} for i, n in enumerate(["x", "score", "lives"])}},
+                reward={"x": 0.5, "score": {"weight": 0.1, "increases_only": True, "restart": 0},
+                        "lives": {"weight": 2.0, "clip": [-1, 0.5], "restart": 3}})
+    x, score, lives = p.reward
+    assert (x.pay(10, 14), x.pay(14, 10), x.pay(3, 3)) == (2.0, -2.0, 0.0)
+    assert score.pay(5, 8) == pytest.approx(0.3) and score.pay(18, 12) == 0.0
+    assert score.pay(18, 0) == 0.0 and score.pay(0, 1) == pytest.approx(0.1)  # a new game, then a point
+    assert (lives.pay(3, 2), lives.pay(3, 0), lives.pay(1, 2)) == (-2.0, -2.0, 1.0)
+    assert lives.pay(0, 3) == 0.0  # game over, then a new game with 3 lives
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -104,6 +124,19 @@ def test_a_full_profile_parses():
     ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "above": 0}, "retries": 1.5}]},
      "reset[0].retries: expects a whole number >= 0, got 1.5"),
     ({"obs": {"size": [64]}}, "obs.size: expects [height, width]"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"wieght": 1}}},
+     "reward.x.wieght: unknown key (did you mean 'reward.x.weight'?)"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"increases_only": True}}},
+     "reward.x: give weight"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"weight": 1, "clip": [1, 0]}}},
+     "reward.x.clip: low must not exceed high"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"weight": 1, "clip": 5}}},
+     "reward.x.clip: expects [low, high] of the change"),
+    ({"memory": {"values": {"x": {"address": 1}}},
+      "reward": {"x": {"weight": 1, "clip": [0, 1], "increases_only": True}}},
+     "reward.x: give increases_only or clip, not both"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"weight": 1, "restart": "zero"}}},
+     "reward.x.restart: expects a number"),
 ])
 def test_profile_mistakes_are_one_line(changes, message):
     """Each mistake names the key; a typo gets the nearest valid key."""

@@ -167,7 +167,7 @@ def value_specs(profile: Profile, window: Window | None, deadline: float,
         specs = {**exported, **specs}
     if not specs:
         return None, {}
-    wanted = set(profile.vector) | {n for n, _ in profile.reward} | \
+    wanted = set(profile.vector) | {t.value for t in profile.reward} | \
         {c.value for c in profile.terminal} | {s.until.value for s in profile.reset if s.until}
     missing = sorted(wanted - set(specs))
     if missing:

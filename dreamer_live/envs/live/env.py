@@ -2,8 +2,9 @@
 
 Each observation: capture the window (or screen box) -> resize/grey -> `image`; read the profile's memory
 values -> `vector` (the names in obs.vector) and `log/<name>` for every value (for the progress wrappers
-and logs). The reward is the weighted sum of value changes since the previous observation; the profile's
-terminal conditions end an episode as a death.
+and logs). The reward is the sum of the profile's reward terms over the value changes since the previous
+observation (weighted, clipped, a new game's restart paying nothing); the profile's terminal conditions
+end an episode as a death.
 
 The game never waits: `act` holds the action's keys until the next `act`. Keys are released when the
 action changes, when an episode ends, on pause/stop hotkeys, when the window loses focus, when the game
@@ -202,7 +203,7 @@ class LiveEnv(Env):
         except GameGone as e:
             self._lost(str(e))
             return self._end_obs(terminal=False)
-        reward = sum(w * (values[n] - self._prev[n]) for n, w in self.profile.reward)
+        reward = sum(t.pay(self._prev[t.value], values[t.value]) for t in self.profile.reward)
         if self._ends_in is None:
             self._ends_in = min((c.after_steps for c in self.profile.terminal
                                  if c.holds(self._prev[c.value], values[c.value])), default=None)

@@ -15,7 +15,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
         x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32}
         coins: {address: 0x55d0c2a4f3c0, type: i32}
     obs: {size: [64, 64], grayscale: true, vector: [x]}
-    reward: {x: 0.01, coins: 1.0}
+    reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
     terminal: [{value: lives, decreased: true}]   # optional after_steps: N ends it N steps later
     reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
 
@@ -89,6 +89,25 @@ class Condition:
 
 
 @dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    """One value's part of the reward: weight x its change since the last reading, the change clipped
+    to [low, high] first (increases_only: [0, inf)); a change *to* `restart` (a new game's score or
+    lives) pays nothing."""
+
+    value: str
+    weight: float
+    low: float = -float("inf")
+    high: float = float("inf")
+    restart: float | None = None
+
+    def pay(self, previous: float, current: float) -> float:
+        """The reward for the value going from `previous` to `current`."""
+        if current == previous or (self.restart is not None and current == self.restart):
+            return 0.0
+        return self.weight * min(max(current - previous, self.low), self.high)
+
+
+@dataclasses.dataclass(frozen=True)
 class ResetStep:
     """Press keys (held hold_s), wait wait_s, or wait until a condition holds (at most timeout_s; then
     the reset runs again from its first step, at most `retries` times, before going on)."""
@@ -123,7 +142,7 @@ class Profile:
     size: tuple[int, int] | None = None
     grayscale: bool | None = None
     vector: tuple[str, ...] = ()
-    reward: tuple[tuple[str, float], ...] = ()
+    reward: tuple[RewardTerm, ...] = ()
     terminal: tuple[Condition, ...] = ()
     reset: tuple[ResetStep, ...] = ()
 
@@ -238,6 +257,31 @@ class _Checker:
             return Condition(value, op, after_steps=after)
         return Condition(value, op, self.number(node[op], f"{where}.{op}"), after)
 
+    def reward_term(self, name: str, node: Any, where: str) -> RewardTerm:
+        """A weight, or {weight, increases_only, clip: [low, high], restart}."""
+        if not isinstance(node, Mapping):
+            return RewardTerm(name, self.number(node, where))
+        node = self.mapping(node, where, ("weight", "increases_only", "clip", "restart"))
+        if "weight" not in node:
+            raise self.fail(where, "give weight (the reward per unit of change)")
+        low, high = -float("inf"), float("inf")
+        increases_only = node.get("increases_only", False)
+        if not isinstance(increases_only, bool):
+            raise self.fail(f"{where}.increases_only", f"expects true or false, got {increases_only!r}")
+        if increases_only and "clip" in node:
+            raise self.fail(where, "give increases_only or clip, not both")
+        if increases_only:
+            low = 0.0
+        if "clip" in node:
+            clip = node["clip"]
+            if not isinstance(clip, (list, tuple)) or len(clip) != 2:
+                raise self.fail(f"{where}.clip", f"expects [low, high] of the change, got {clip!r}")
+            low, high = (self.number(v, f"{where}.clip[{i}]") for i, v in enumerate(clip))
+            if low > high:
+                raise self.fail(f"{where}.clip", f"low must not exceed high, got {clip!r}")
+        restart = self.number(node["restart"], f"{where}.restart") if "restart" in node else None
+        return RewardTerm(name, self.number(node["weight"], f"{where}.weight"), low, high, restart)
+
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
         node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets"))
         kind = self.string(node.get("type", "i32"), f"{where}.type")
@@ -346,7 +390,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     reward = top.get("reward") or {}
     if not isinstance(reward, Mapping):
         raise c.fail("reward", f"expects a mapping of value name -> weight, got {reward!r}")
-    fields["reward"] = tuple((known(str(n), f"reward.{n}"), c.number(w, f"reward.{n}"))
+    fields["reward"] = tuple(c.reward_term(known(str(n), f"reward.{n}"), w, f"reward.{n}")
                              for n, w in reward.items())
 
     check_names = names if "*" not in names else _Everything()
