@@ -229,6 +229,47 @@ def test_rewards_pay_score_increases_and_nothing_for_a_new_game(xvfb, tmp_path):
     assert not any(s["is_last"] for s in steps)
 
 
+def test_outside_play_nothing_is_observed_and_the_reset_steps_run_until_it_plays(xvfb, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """`playing: game_over below 0.5` and no terminal condition: a game over cuts the episode as a
+    truncation at the last step in play, said in one line; reset() then observes nothing while the
+    game-over screen shows, runs the reset steps again (every PLAY_RETRY_S), says once that play has not
+    come back for env.live.out_of_play_s, and returns when the game plays again (it restarts itself
+    after 2.5 s). The second cut is counted, not said again."""
+    from dreamer_live.envs.live import env as envmod
+    monkeypatch.setattr(envmod, "PLAY_RETRY_S", 0.5)
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1", "--auto-restart", "2.5") as game:
+        env = make(xvfb, write_profile(tmp_path, game.export, terminal=[],
+                                       playing=[{"value": "game_over", "below": 0.5}],
+                                       reset=[{"keys": ["up"], "hold_s": 0.05}]),
+                   **{"env.live.out_of_play_s": 1.0})
+        watch = KeyWatch(xvfb, ("Up",))
+        try:
+            for game_over in range(2):
+                began = time.monotonic()
+                steps = [env.reset()]
+                waited = time.monotonic() - began
+                while not steps[-1]["is_last"] and len(steps) < 600:  # a miss in ~2-4 s
+                    env.act(LEFT)  # the paddle at the wall misses every fruit
+                    time.sleep(0.05)
+                    steps.append(env.observe())
+                assert steps[-1]["is_last"] and not steps[-1]["is_terminal"], "no game over in 30 s"
+                assert all(float(s["log/game_over"]) == 0 for s in steps)  # every step in play
+                out = capsys.readouterr().out
+                if game_over == 0:
+                    assert waited < 1.0 and watch.presses("Up") == 1
+                    assert out.count("live: the game left play (game_over below 0.5 is false: "
+                                     "game_over = 1)") == 1
+                else:
+                    assert waited >= 2.0 and watch.presses("Up") >= 4  # the first run, then again
+                    assert out.count("live: the game has not been in play for 1 s") == 1
+                    assert "left play" not in out
+            assert env.metrics()["live/out_of_play"] == 2
+        finally:
+            watch.close()
+            env.close()
+
+
 def focus(conn, window_id: int) -> None:
     from Xlib import X
     conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)

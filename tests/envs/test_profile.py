@@ -63,6 +63,7 @@ def test_a_full_profile_parses():
         obs={"size": [64, 64], "grayscale": True, "vector": ["x", "coins"]},
         reward={"x": 0.01, "coins": 1},
         terminal=[{"value": "coins", "decreased": True}, {"value": "x", "below": -100, "after_steps": 2}],
+        playing=[{"value": "coins", "above": -1}, {"value": "x", "below": 5000}],
         reset=[{"keys": ["enter"], "hold_s": 0.2}, {"wait_s": 1}, {"until": {"value": "x", "above": 0},
                                                                    "timeout_s": 3, "retries": 2}])
     assert p.actions[1] == ("right_jump", ("right", "space")) and p.actions[2][1] == ("ctrl",)
@@ -73,6 +74,8 @@ def test_a_full_profile_parses():
     assert p.reward == (RewardTerm("x", 0.01), RewardTerm("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
     assert (p.terminal[0].after_steps, p.terminal[1].after_steps) == (0, 2)
+    assert p.in_play({"coins": 0, "x": 10}) and not p.in_play({"coins": -1, "x": 10})
+    assert not p.in_play({"coins": 0, "x": 5000}) and profile().in_play({})
     assert p.reset[2].until == Condition("x", "above", 0.0) and (p.reset[2].timeout_s, p.reset[2].retries) == (3, 2)
     assert p.expand("{python}") == sys.executable and p.expand("{profile_dir}/x") == "./x"
 
@@ -124,6 +127,12 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
     ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "above": 0}, "retries": 1.5}]},
      "reset[0].retries: expects a whole number >= 0, got 1.5"),
     ({"obs": {"size": [64]}}, "obs.size: expects [height, width]"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "playing": [{"value": "x", "changed": True}]},
+     "playing[0].changed: unknown key"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "playing": {"value": "x", "above": 0}},
+     "playing: expects a list of conditions"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "playing": [{"value": "y", "above": 0}]},
+     "playing[0].value: no memory value 'y'"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"wieght": 1}}},
      "reward.x.wieght: unknown key (did you mean 'reward.x.weight'?)"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"increases_only": True}}},

@@ -168,7 +168,8 @@ def value_specs(profile: Profile, window: Window | None, deadline: float,
     if not specs:
         return None, {}
     wanted = set(profile.vector) | {t.value for t in profile.reward} | \
-        {c.value for c in profile.terminal} | {s.until.value for s in profile.reset if s.until}
+        {c.value for c in profile.terminal + profile.playing} | \
+        {s.until.value for s in profile.reset if s.until}
     missing = sorted(wanted - set(specs))
     if missing:
         raise UserError(f"{profile.path}: memory value {missing[0]!r} is used but not defined"

@@ -41,6 +41,7 @@ from dreamer_live.steps import LOG_PREFIX
 
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
 CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
+PLAY_RETRY_S = 10.0  # outside play, the reset steps run again this often until the game plays
 FOCUS_POLICIES = ("wait", "refocus", "ignore")
 LAUNCH_CHOICES = ("auto", "true", "false")
 PRESS_PROMPT = "live: reset: press "  # then the keys joined by '+': what a person recording is asked to do
@@ -58,6 +59,7 @@ class LiveOptions:
     stop_key: str = "f10"
     black_timeout_s: float = 10.0
     frozen_s: float = 10.0
+    out_of_play_s: float = 60.0
 
     @classmethod
     def from_config(cls, live) -> LiveOptions:
@@ -140,7 +142,7 @@ class LiveEnv(Env):
         self._stats = {k: collections.deque(maxlen=STATS_KEPT)
                        for k in ("capture_ms", "memory_ms", "input_ms")}
         self._counts = {"reconnects": 0, "focus_losses": 0, "memory_errors": 0, "pauses": 0,
-                        "freezes": 0}
+                        "freezes": 0, "out_of_play": 0}
         self._closed = False
 
     # --- Env protocol -------------------------------------------------------------------------------------
@@ -158,6 +160,8 @@ class LiveEnv(Env):
                     self._wait_for_focus()
                     self._run_reset_steps()
                     image, values = self._sense()
+                    if not self.profile.in_play(values):
+                        image, values = self._await_play()
                 except GameGone as e:
                     self._lost(str(e))
                     continue
@@ -208,6 +212,15 @@ class LiveEnv(Env):
             self._ends_in = min((c.after_steps for c in self.profile.terminal
                                  if c.holds(self._prev[c.value], values[c.value])), default=None)
         terminal = self._ends_in == 0
+        if self._ends_in is None and not self.profile.in_play(values):
+            # A menu or game-over screen is no play: the episode is cut at the last step in play (a
+            # terminal condition's countdown, a death animation, runs on); reset() brings play back.
+            self._counts["out_of_play"] += 1
+            if self._counts["out_of_play"] == 1:
+                print(f"live: the game left play ({self._not_playing(values)}): episode cut, keys "
+                      f"released, the reset steps run until it plays again (counted in live/out_of_play)",
+                      flush=True)
+            return self._end_obs(terminal=False)
         if self._ends_in:
             self._ends_in -= 1
         self._prev = values
@@ -517,6 +530,31 @@ class LiveEnv(Env):
                     i = 0
                 else:
                     print(f"{missed}; going on", flush=True)
+
+    def _not_playing(self, values: dict[str, float]) -> str:
+        """The profile's `playing:` conditions that fail, with the values read."""
+        return ", ".join(f"{c.value} {c.op} {c.arg:g} is false: {c.value} = {values[c.value]:g}"
+                         for c in self.profile.playing if not c.holds(None, values[c.value]))
+
+    def _await_play(self):
+        """Outside play (a menu, a game-over screen): keys up, nothing observed for the episode; poll the
+        values and run the reset steps again every PLAY_RETRY_S until the profile's `playing:` holds. One
+        line when it fails for env.live.out_of_play_s. Returns the first (image, values) in play."""
+        self.keys.release_all()
+        began, said = time.monotonic(), False
+        while True:
+            retry = time.monotonic() + PLAY_RETRY_S
+            while time.monotonic() < retry:
+                image, values = self._sense()
+                if self.profile.in_play(values):
+                    return image, values
+                if not said and time.monotonic() - began >= self.options.out_of_play_s:
+                    print(f"live: the game has not been in play for {self.options.out_of_play_s:g} s "
+                          f"({self._not_playing(values)}); the reset steps keep running "
+                          f"(env.live.out_of_play_s)", flush=True)
+                    said = True
+                self._sleep(0.1)
+            self._run_reset_steps()
 
     def _wait_until(self, until, timeout_s: float) -> bool:
         """Whether the memory value meets `until` within `timeout_s`."""

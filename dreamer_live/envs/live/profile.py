@@ -17,6 +17,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
     obs: {size: [64, 64], grayscale: true, vector: [x]}
     reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
     terminal: [{value: lives, decreased: true}]   # optional after_steps: N ends it N steps later
+    playing: [{value: in_menu, equals: 0}]        # the game is in play while all hold (else: not recorded)
     reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
 
 Pointer chains: `[[[module + offset] + o1] + o2] + o3` for offsets [o1, o2, o3] (in Cheat Engine's pointer
@@ -42,7 +43,8 @@ TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "
 # Episode-end / wait conditions: flags compare with the previous reading, thresholds with a number.
 CHANGE_OPS = ("increased", "decreased", "changed")
 LEVEL_OPS = ("above", "below", "equals")
-TOP_KEYS = ("name", "window", "launch", "actions", "memory", "obs", "reward", "terminal", "reset")
+TOP_KEYS = ("name", "window", "launch", "actions", "memory", "obs", "reward", "terminal", "playing",
+            "reset")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +146,12 @@ class Profile:
     vector: tuple[str, ...] = ()
     reward: tuple[RewardTerm, ...] = ()
     terminal: tuple[Condition, ...] = ()
+    playing: tuple[Condition, ...] = ()  # all hold while the game is in play (not a menu or game over)
     reset: tuple[ResetStep, ...] = ()
+
+    def in_play(self, values: Mapping[str, float]) -> bool:
+        """Whether memory values this tick say the game is being played (no `playing:`: always)."""
+        return all(c.holds(None, values[c.value]) for c in self.playing)
 
     @property
     def action_names(self) -> list[str]:
@@ -399,6 +406,12 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
         raise c.fail("terminal", "expects a list of conditions like {value: lives, decreased: true}")
     fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names, terminal=True)
                                for i, t in enumerate(terminal))
+
+    playing = top.get("playing") or []
+    if not isinstance(playing, (list, tuple)):
+        raise c.fail("playing", "expects a list of conditions like {value: game_over, below: 0.5}")
+    fields["playing"] = tuple(c.condition(t, f"playing[{i}]", check_names, levels_only=True)
+                              for i, t in enumerate(playing))
 
     reset = top.get("reset") or []
     if not isinstance(reset, (list, tuple)):
