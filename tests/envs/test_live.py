@@ -270,6 +270,28 @@ def test_outside_play_nothing_is_observed_and_the_reset_steps_run_until_it_plays
             env.close()
 
 
+def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path):
+    """`python -m dreamer_live.check` on the Catcher window: random keys for 6 s; each miss prints its
+    reward with the values that changed, the game over prints a death and the reset, the last line
+    sums it up; no file is written."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1") as game:
+        profile = write_profile(tmp_path, game.export)
+        before = sorted(tmp_path.rglob("*"))
+        result = subprocess.run(
+            [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "6",
+             "--env.profile", str(profile), "--env.live.display", xvfb.name],
+            cwd=tmp_path, env=xvfb.env(), capture_output=True, text=True, timeout=120)
+        assert sorted(tmp_path.rglob("*")) == before
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    miss = [line for line in lines if "reward -1.000" in line and "lives 1 -> 0" in line]
+    assert miss and "score" in miss[0], result.stdout
+    ends = [i for i, line in enumerate(lines) if "episode ended: death (is_terminal)" in line]
+    assert ends and "reset (" in lines[ends[0] + 1]
+    assert lines[-1].startswith("check: ") and f"episode ends: {len(ends)} deaths, 0 cut" in lines[-1]
+    assert "lives 0..1" in lines[-1]
+
+
 def focus(conn, window_id: int) -> None:
     from Xlib import X
     conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)
