@@ -292,6 +292,47 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
     assert "lives 0..1" in lines[-1]
 
 
+def test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line(xvfb, tmp_path, capsys):
+    """`xdotool windowmove` takes the game window wholly, then partly, off the 1024x768 screen: each
+    time the episode is cut with keys released and one line (no padded picture stored as play, no flood
+    of lines while it stays off), and reset() waits quietly until the window is back."""
+    if shutil.which("xdotool") is None:
+        pytest.skip("xdotool is not installed (apt-get install xdotool)")
+    conn = xvfb.xlib()
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        env = make(xvfb, write_profile(tmp_path, game.export))
+        live = env.unwrapped if hasattr(env, "unwrapped") else env
+        try:
+            env.reset()
+            handle = str(live._window.handle)
+            home = live.windows.geometry(live._window.handle)[:2]
+
+            def move(x, y):
+                subprocess.run(["xdotool", "windowmove", handle, str(x), str(y)], env=xvfb.env(),
+                               check=True, timeout=10)
+
+            for where in ((2000, 100), (900, 600)):  # wholly off; the right and bottom edges off
+                capsys.readouterr()
+                move(*where)
+                steps = []
+                while not (steps and steps[-1]["is_last"]) and len(steps) < 100:
+                    steps += hold(env, RIGHT, 0.05)
+                assert steps[-1]["is_last"] and not steps[-1]["is_terminal"]
+                assert not key_down(conn, "Right")
+                moving_back = threading.Timer(1.5, move, home)
+                moving_back.start()
+                began = time.monotonic()
+                first = env.reset()
+                moving_back.join()
+                assert first["is_first"] and time.monotonic() - began >= 1.4
+                out = capsys.readouterr().out
+                assert out.count("is not wholly on the screen") == 1, out
+                assert out.count("live: playing") == 1
+        finally:
+            env.close()
+    conn.close()
+
+
 def focus(conn, window_id: int) -> None:
     from Xlib import X
     conn.create_resource_object("window", window_id).set_input_focus(X.RevertToParent, X.CurrentTime)
@@ -695,7 +736,7 @@ def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
     """A window that captures all black (as exclusive-fullscreen games do) stops with the hint."""
     from Xlib import X
 
-    from dreamer_live.envs.live.capture import Capture
+    from dreamer_live.envs.live.capture import Capture, OffScreen
     conn = xvfb.xlib()
     screen = conn.screen()
     window = screen.root.create_window(300, 200, 120, 90, 0, screen.root_depth,
@@ -713,18 +754,21 @@ def test_black_window_is_reported_with_the_fix(xvfb, tmp_path):
             env.reset()
     finally:
         env.close()
-    # A box partly off the screen keeps its shape (the part outside is black); wholly off is an error.
+    # Only a box wholly on the screen is captured; one partly or wholly off is OffScreen, never a
+    # picture padded with black.
     white = screen.root.create_window(0, 600, 60, 50, 0, screen.root_depth,
                                       background_pixel=screen.white_pixel)
     white.map()
     conn.sync()
     time.sleep(0.3)
     capture = Capture(xvfb.name)
-    image = np.asarray(capture.grab((-20, 600, 100, 50)))
-    assert image.shape == (50, 100, 3) and not image[:, :20].any()
-    assert (image[:, 20:80] == 255).all() and not image[:, 80:].any()
-    with pytest.raises(ValueError, match="off the screen"):
-        capture.grab((5000, 0, 10, 10))
+    image = np.asarray(capture.grab((0, 600, 60, 50)))
+    assert image.shape == (50, 60, 3) and (image == 255).all()
+    assert capture.on_screen((0, 600, 60, 50)) and capture.on_screen((0, 0, 1024, 768))
+    for box in ((-20, 600, 100, 50), (5000, 0, 10, 10), (1000, 760, 30, 30)):
+        assert not capture.on_screen(box)
+        with pytest.raises(OffScreen, match="is not wholly on the screen"):
+            capture.grab(box)
     capture.close()
     conn.close()
 

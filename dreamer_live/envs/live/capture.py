@@ -18,6 +18,10 @@ BLACK_HINT = ("the captured frames are all black: an exclusive-fullscreen (Direc
               "captured; switch the game to windowed or borderless-window mode")
 
 
+class OffScreen(Exception):
+    """A box to capture does not lie wholly on the screen."""
+
+
 class Capture:
     """Grabs screen boxes through mss (Linux: on the given X display)."""
 
@@ -32,22 +36,22 @@ class Capture:
             raise UserError(f"cannot capture the screen{' of ' + display if display else ''}: {e}"
                             ) from None
 
-    def grab(self, box: tuple[int, int, int, int]) -> Image.Image:
-        """Pixels of (left, top, width, height) as an RGB PIL image; parts off the screen are black."""
+    def on_screen(self, box: tuple[int, int, int, int]) -> bool:
+        """Whether (left, top, width, height) lies wholly on the screen (every monitor together)."""
         left, top, width, height = (int(v) for v in box)
-        screen = self._mss.monitors[0]  # every monitor together
-        x0, y0 = max(left, screen["left"]), max(top, screen["top"])
-        x1 = min(left + width, screen["left"] + screen["width"])
-        y1 = min(top + height, screen["top"] + screen["height"])
-        if x1 <= x0 or y1 <= y0:
-            raise ValueError(f"the box {box} is off the screen")
-        shot = self._mss.grab({"left": x0, "top": y0, "width": x1 - x0, "height": y1 - y0})
-        image = Image.frombuffer("RGB", shot.size, shot.bgra, "raw", "BGRX", 0, 1)
-        if (x1 - x0, y1 - y0) == (width, height):
-            return image
-        full = Image.new("RGB", (width, height))  # keep the window's shape: pad what is off screen
-        full.paste(image, (x0 - left, y0 - top))
-        return full
+        screen = self._mss.monitors[0]
+        return (left >= screen["left"] and top >= screen["top"]
+                and left + width <= screen["left"] + screen["width"]
+                and top + height <= screen["top"] + screen["height"])
+
+    def grab(self, box: tuple[int, int, int, int]) -> Image.Image:
+        """Pixels of (left, top, width, height) as an RGB PIL image; OffScreen unless the box lies wholly
+        on the screen (a padded picture would be stored as play)."""
+        if not self.on_screen(box):
+            raise OffScreen(f"the box {tuple(box)} is not wholly on the screen")
+        left, top, width, height = (int(v) for v in box)
+        shot = self._mss.grab({"left": left, "top": top, "width": width, "height": height})
+        return Image.frombuffer("RGB", shot.size, shot.bgra, "raw", "BGRX", 0, 1)
 
     def close(self) -> None:
         """Release the capture handles."""

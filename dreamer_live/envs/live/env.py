@@ -31,7 +31,7 @@ import numpy as np
 from dreamer_live.envs.base import Env, action_to_env, step_spaces
 from dreamer_live.envs.live import keys as keyslib
 from dreamer_live.envs.live.attach import GameGone, GameLauncher, find_window, value_specs
-from dreamer_live.envs.live.capture import BLACK_HINT, Capture, is_black
+from dreamer_live.envs.live.capture import BLACK_HINT, Capture, OffScreen, is_black
 from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
 from dreamer_live.envs.live.profile import Profile, ValueSpec
 from dreamer_live.envs.live.window import open_windows
@@ -291,21 +291,18 @@ class LiveEnv(Env):
         return obs
 
     def _sense(self):
-        """(image or None, {name: value}) now; GameGone if the window or process vanished."""
-        window = self._window
-        if self.profile.screen_region:
-            box = self.profile.screen_region
-        else:
-            geometry = self.windows.geometry(window.handle)
-            if geometry is None:
-                raise GameGone(f"window {window.title!r} is gone (closed or minimised)")
-            box = self._box(geometry)
+        """(image or None, {name: value}) now; GameGone if the window or process vanished or the window
+        is not wholly on the screen."""
+        box = self._capture_box()  # also for memory values alone: a gone window is a gone game
         image = None
         if self.capture is not None:
             start = time.perf_counter()
             try:
                 frame = self.capture.grab(box)
-            except Exception as e:  # mss.ScreenShotError: the box left the screen
+            except OffScreen:
+                raise GameGone(f"window {self._window.title!r} is not wholly on the screen (at "
+                               f"{list(box)}); move it back") from None
+            except Exception as e:  # mss.ScreenShotError
                 raise GameGone(f"cannot capture {box}: {e}") from None
             image = resize_image(frame, self.size, self.grayscale)
             self._stats["capture_ms"].append((time.perf_counter() - start) * 1000)
@@ -314,6 +311,16 @@ class LiveEnv(Env):
         values = self._read_values(strict=False)
         self._stats["memory_ms"].append((time.perf_counter() - start) * 1000)
         return image, values
+
+    def _capture_box(self) -> tuple[int, int, int, int]:
+        """The screen box to capture now: the profile's screen_region, or the window's (region of its)
+        client area; GameGone if the window is gone."""
+        if self.profile.screen_region:
+            return self.profile.screen_region
+        geometry = self.windows.geometry(self._window.handle)
+        if geometry is None:
+            raise GameGone(f"window {self._window.title!r} is gone (closed or minimised)")
+        return self._box(geometry)
 
     def _box(self, geometry) -> tuple[int, int, int, int]:
         left, top, width, height = geometry
@@ -384,6 +391,7 @@ class LiveEnv(Env):
                 if self._frozen is not None:
                     self._await_change(deadline)
                 if self.capture is not None:
+                    self._await_on_screen(deadline)
                     self._await_picture(deadline)
             except GameGone as e:
                 self._lost(str(e))
@@ -414,6 +422,18 @@ class LiveEnv(Env):
                 if time.monotonic() >= give_up:
                     raise UserError(f"{self.profile.path}: bad memory value: {e}") from None
                 self._sleep(0.25)
+
+    def _await_on_screen(self, deadline: float) -> None:
+        """Wait, without a word more (the loss was said), until the window lies wholly on the screen;
+        a UserError at `deadline` (env.live.wait_s)."""
+        while not self.capture.on_screen(box := self._capture_box()):
+            if self.profile.screen_region:
+                raise UserError(f"{self.profile.path}: window.screen_region {list(box)} is not wholly "
+                                f"on the screen")
+            if time.monotonic() >= deadline:
+                raise UserError(f"live game: {self._window.title!r} has not been wholly on the screen "
+                                f"for {self.options.wait_s:.0f} s (env.live.wait_s)")
+            self._sleep(0.2)
 
     def _await_picture(self, deadline: float) -> None:
         """Capture until a frame is not all black; all black for black_timeout_s is an error."""
