@@ -50,6 +50,9 @@ CASES = [  # (issue item, fault, tests)
      [AL + "test_run_says_the_learner_is_silent_then_sighup_and_a_second_signal_are_a_line_each"]),
     ("9", "learner resumed with no new data (its status line)",
      [H + "test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss"]),
+    ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
+     "then back after 1.5 s each time",
+     [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),
 ]
 SMOKE_K = "logdir-list or raise"  # a wrong-shaped config.yaml (~3 s), an env that raises (~10 s)
 

@@ -292,7 +292,8 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
     assert "lives 0..1" in lines[-1]
 
 
-def test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line(xvfb, tmp_path, capsys):
+def test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line(xvfb, tmp_path, capsys,
+                                                                              record_property):
     """`xdotool windowmove` takes the game window wholly, then partly, off the 1024x768 screen: each
     time the episode is cut with keys released and one line (no padded picture stored as play, no flood
     of lines while it stays off), and reset() waits quietly until the window is back."""
@@ -328,6 +329,8 @@ def test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line(xv
                 out = capsys.readouterr().out
                 assert out.count("is not wholly on the screen") == 1, out
                 assert out.count("live: playing") == 1
+                for line in out.splitlines():
+                    record_property("lines", line)  # bench/faults.py's table
         finally:
             env.close()
     conn.close()
