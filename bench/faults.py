@@ -50,6 +50,8 @@ CASES = [  # (issue item, fault, tests)
      [AL + "test_run_says_the_learner_is_silent_then_sighup_and_a_second_signal_are_a_line_each"]),
     ("9", "learner resumed with no new data (its status line)",
      [H + "test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss"]),
+    ("11", "the actor stopped (SIGSTOP) 3 s, as a suspended laptop or VM; then starved of CPU",
+     [H + "test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_loaded"]),
     ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
      "then back after 1.5 s each time",
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),

@@ -49,7 +49,7 @@ CASES = [  # (issue item, case, expected, tests)
     ("10", "--logdir a file, read-only, no such platform", "one line, exit 2",
      [E + "test_logdir_that_is_a_file", E + "test_read_only_logdir", E + "test_platform_this_machine_lacks"]),
     ("12", "actor starved of CPU", "late = over 10% of a period, as in replay; 'too loaded'",
-     [H + "test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded"]),
+     [H + "test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_loaded"]),
     ("13", "profile from elsewhere: sh -c 'id > file'", "refused under launch auto; with true the "
      "exact command printed, then run",
      [H + "test_a_profile_from_elsewhere_launches_only_when_told_and_the_command_is_shown"]),

@@ -12,7 +12,10 @@ reset, waiting for the game) is not lateness: `restart()` begins a new grid at t
 
 This module also owns what *late* means, everywhere (the actor's count, the status lines, the cadence
 benchmark): a tick that begins more than LATE_SHARE of its period after its deadline. A stretch of ticks
-of which more than LOADED_SHARE were late says the machine is too loaded to hold the rate.
+of which more than LOADED_SHARE, and at least LOADED_MIN_LATE, were late says the machine is too loaded
+to hold the rate. A tick later than GAP_PERIODS periods (GAP_MIN_S at least) is no load but a gap: the
+process was stopped or the machine slept (SIGSTOP, a laptop lid); it counts in `gaps`, neither late nor
+missed, and the grid starts again from it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from collections.abc import Callable
 CATCH_UP_S = 0.25  # a game clock this far behind skips frames instead of running them back to back
 LATE_SHARE = 0.1  # a tick beginning more than this share of its period after its deadline is late
 LOADED_SHARE = 0.05  # more late ticks than this share of a stretch: too loaded to hold the rate
+LOADED_MIN_LATE = 3  # ... and at least this many: one late tick in a short stretch is no sustained load
+GAP_PERIODS, GAP_MIN_S = 20, 2.0  # a tick later than both: the process was stopped, not loaded
 
 
 def late_limit_ms(hz: float) -> float:
@@ -31,9 +36,15 @@ def late_limit_ms(hz: float) -> float:
     return LATE_SHARE * 1000.0 / hz
 
 
-def load_note(hz: float, late_frac: float) -> str:
-    """'' while the share of late ticks is within LOADED_SHARE; else a status-line note saying so."""
-    if not late_frac > LOADED_SHARE:
+def gap_ms(hz: float) -> float:
+    """The lateness in milliseconds beyond which a tick at `hz` ends a gap (a stopped process)."""
+    return max(GAP_MIN_S, GAP_PERIODS / hz) * 1000.0
+
+
+def load_note(hz: float, late_frac: float, late: int = LOADED_MIN_LATE) -> str:
+    """'' while the share of late ticks is within LOADED_SHARE or fewer than LOADED_MIN_LATE were late;
+    else a status-line note saying so."""
+    if not late_frac > LOADED_SHARE or late < LOADED_MIN_LATE:
         return ""
     return f"too loaded to hold {hz:g} Hz: {late_frac:.0%} of ticks late"
 
@@ -48,12 +59,14 @@ class Pacer:
             raise ValueError(f"tick rate must be positive, got {hz}")
         self.hz, self.period = hz, 1.0 / hz
         self.late_ms = late_limit_ms(hz)  # a tick starting later than this counts as late
+        self.gap_ms = gap_ms(hz)  # ... later than this, it ends a gap: counted in gaps instead
         self.spin_s, self.catch_up_s = spin_s, catch_up_s
         self._clock, self._sleep = clock, sleep
         self._next: float | None = None
         self.ticks = 0
         self.late = 0  # ticks that began more than late_ms after their deadline
         self.missed = 0  # tick slots skipped after falling behind
+        self.gaps = 0  # ticks that began more than gap_ms late: the process was stopped
         self.restarts = 0
         self._noted = (0, 0)  # (ticks, late) when load() was last asked
 
@@ -81,6 +94,11 @@ class Pacer:
         while self._clock() < deadline:
             pass
         lateness = max(0.0, self._clock() - deadline)
+        if lateness * 1000.0 > self.gap_ms:
+            self.gaps += 1
+            self.ticks += 1
+            self._next = self._clock() + self.period
+            return lateness * 1000.0
         skipped = int(lateness // self.period) if lateness > self.catch_up_s else 0
         self.missed += skipped
         self._next = deadline + (skipped + 1) * self.period
@@ -90,9 +108,9 @@ class Pacer:
             self.late += 1
         return late_ms
 
-    def load(self) -> tuple[float, str]:
-        """(share of late ticks, load_note) over the ticks since the last call."""
+    def load(self) -> tuple[float, int, str]:
+        """(share of late ticks, late ticks, load_note) over the ticks since the last call."""
         ticks, late = self.ticks - self._noted[0], self.late - self._noted[1]
         self._noted = (self.ticks, self.late)
         late_frac = late / ticks if ticks else 0.0
-        return late_frac, load_note(self.hz, late_frac)
+        return late_frac, late, load_note(self.hz, late_frac, late)

@@ -418,9 +418,14 @@ def test_a_second_learner_on_a_logdir_is_refused_and_a_dead_ones_lock_taken_over
                 proc.wait()
 
 
-def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded(tmp_path):
-    """A machine that does not give the actor the CPU (SIGSTOP for 60 ms, 4 times a second: 24% of
-    the time) makes it late by more than a tenth of a period on over 5% of its ticks."""
+def test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_loaded(tmp_path,
+                                                                                     record_property):
+    """One actor at 50 Hz. Stopped (SIGSTOP) for 3 s, as a laptop lid or a VM pause stops it: one line
+    says so, and the gap is counted as no tick's lateness; the episode ends at the step before the gap (is_last, not is_terminal)
+    and the next stored step is a new episode's first. Then a machine that does not give it the CPU
+    (SIGSTOP for 60 ms, 4 times a second: 24% of the time) makes it late by more than a tenth of a
+    period on over 5% of its ticks: "too loaded", and its count of late ticks is its replay's."""
+    import re
     import signal
     import time
 
@@ -432,6 +437,9 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
 
     out = tmp_path / "stdout.txt"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
+    gap = re.compile(r"actor 0: no tick for (\d+\.\d) s: this process was stopped or the machine slept "
+                     r"\(not load\); the episode ends at the step before the gap and the env is reset; "
+                     r"counted in the status line \(gaps N\)")
     with out.open("w") as f:
         actor = subprocess.Popen([sys.executable, "-m", "dreamer_live.actor", "--logdir",
                                   str(tmp_path / "run"), *QUIET, "--run.quiet", "false",
@@ -439,6 +447,13 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
                                  cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     try:
         poll("the actor's first status line", lambda: "ticks/s" in out.read_text(), timeout=60)
+        actor.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        time.sleep(3.0)  # the fault itself: a process stopped this long
+        actor.send_signal(signal.SIGCONT)
+        poll("the gap's line and a status line after it", lambda: gap.search(out.read_text())
+             and "gaps 1" in out.read_text(), timeout=30)
+        record_property("lines", gap.search(out.read_text()).group(0))  # bench/faults.py's table
 
         def starved():
             actor.send_signal(signal.SIGSTOP)
@@ -454,10 +469,23 @@ def test_the_actor_counts_late_ticks_as_its_replay_does_and_says_when_too_loaded
         actor.send_signal(signal.SIGCONT)
         actor.kill()
         actor.wait()
+    text = out.read_text()
+    assert len(gap.findall(text)) == 1 and float(gap.search(text).group(1)) >= 2.9, text[-2000:]
     with Reader(tmp_path / "run" / "replay", prefetch=0) as reader:
         late_ms = np.concatenate(list(reader.read_stream("tick_late_ms").values()))
+        ticks = {k: np.concatenate(list(reader.read_stream(k).values()))
+                 for k in ("tick_time", "is_first", "is_last", "is_terminal")}
     last = [r for r in read_lines(tmp_path / "run" / "metrics.jsonl", "actor") if "actor/late_ticks" in r][-1]
     assert last["actor/late_ticks"] == int((late_ms > late_limit_ms(50)).sum()) > 0
+    assert last["actor/gaps"] == 1 and late_ms.max() < 2000  # the gap is no tick's lateness
+    times = ticks["tick_time"]
+    before = np.flatnonzero(times < stopped)[-1]  # the last step stored before the stop
+    after = np.flatnonzero(np.diff(times) > 2.5)
+    assert list(after) == [before], (times[before - 2:before + 3] - stopped)
+    assert ticks["is_last"][before] and not ticks["is_terminal"][before]
+    assert ticks["is_first"][before + 1]
+    record_property("steps_played", len(times))
+    record_property("steps_kept", len(times))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 (Xvfb): Linux only")

@@ -41,19 +41,46 @@ def test_pacer_counts_lateness_and_keeps_the_grid():
     (5.0, 30.0, True),
 ])
 def test_late_is_a_tenth_of_the_period_and_a_late_stretch_says_too_loaded(hz, late_by_ms, late):
+    """10% of ticks late says too loaded once three are late; one late tick in ten does not (one
+    hiccup is no sustained load)."""
     now, clock, sleep = fake_time()
     pacer = Pacer(hz, spin_s=0.0, clock=clock, sleep=sleep)
     assert pacer.late_ms == late_limit_ms(hz) == pytest.approx(100.0 / hz)
     pacer.start()
-    for _ in range(9):  # nine on time, then one late by late_by_ms
-        pacer.wait()
-    now[0] += 1.0 / hz + late_by_ms / 1000
-    assert pacer.wait() == pytest.approx(late_by_ms, abs=0.1)
+
+    def stretch(tens: int) -> None:
+        """`tens` times: nine ticks on time, then one late by late_by_ms."""
+        for _ in range(tens):
+            for _ in range(9):
+                pacer.wait()
+            now[0] += 1.0 / hz + late_by_ms / 1000
+            assert pacer.wait() == pytest.approx(late_by_ms, abs=0.1)
+
+    stretch(1)
     assert pacer.late == int(late)
-    late_frac, note = pacer.load()
-    assert late_frac == pytest.approx(0.1 if late else 0.0)
+    assert pacer.load() == (pytest.approx(0.1 if late else 0.0), int(late), "")  # one: no load
+    stretch(3)
+    late_frac, count, note = pacer.load()
+    assert (late_frac, count) == (pytest.approx(0.1 if late else 0.0), 3 * int(late))
     assert note == (f"too loaded to hold {hz:g} Hz: 10% of ticks late" if late else "")
-    assert pacer.load() == (0.0, "")  # a new stretch
+    assert pacer.load() == (0.0, 0, "")  # a new stretch
+
+
+def test_a_tick_after_a_stopped_process_is_a_gap_not_late_nor_missed():
+    """At 10 Hz a gap is a tick more than 2 s late (20 periods): counted in gaps, the grid starts
+    again from it; a tick 1.5 s late is late and skips its slots."""
+    now, clock, sleep = fake_time()
+    pacer = Pacer(10.0, spin_s=0.0, clock=clock, sleep=sleep)
+    assert pacer.gap_ms == pytest.approx(2000.0)
+    pacer.start()
+    pacer.wait()
+    now[0] += 90.0  # SIGSTOP for 90 s
+    assert pacer.wait() > pacer.gap_ms and (pacer.gaps, pacer.late, pacer.missed) == (1, 0, 0)
+    assert pacer.wait() < 0.1 and pacer.load()[1:] == (0, "")
+    now[0] += 1.6
+    assert pacer.wait() == pytest.approx(1500.0, abs=1.0)
+    assert (pacer.gaps, pacer.late, pacer.missed) == (1, 1, 15)
+    assert Pacer(60.0).gap_ms == 2000.0 and Pacer(5.0).gap_ms == pytest.approx(4000.0)
 
 
 def test_a_game_clock_catches_up_a_short_stall_and_skips_a_long_one():

@@ -242,6 +242,9 @@ class TickLoop:
             if cfg.duration and time.monotonic() - began >= cfg.duration:
                 break
             late_ms = self.pacer.wait()
+            if late_ms > self.pacer.gap_ms:
+                self._gap(late_ms)
+                need_reset, late_ms = True, 0.0  # a new grid from the reset: no tick's lateness
             tick_time = time.time()
             work_start = time.perf_counter()
             at = 0 if need_reset else self.ep_step + 1
@@ -326,6 +329,21 @@ class TickLoop:
                 f"actor {self.cfg.id}: env {self.env_name} gave a bad observation at step {at} of an "
                 f"episode ({why}); the episode ends at the step before it and the env is reset; bad "
                 "observations are never stored, counted in the status line (bad obs N)")
+        self._cut()
+
+    def _gap(self, late_ms: float) -> None:
+        """No tick for many periods: the process was stopped or the machine slept (no load). What the
+        game did meanwhile was not played: the episode ends at the step before the gap, as a
+        truncation, and the env is reset. The first is said in one line, the rest counted."""
+        if self.pacer.gaps == 1:
+            self.logger.message(
+                f"actor {self.cfg.id}: no tick for {late_ms / 1000:.1f} s: this process was stopped or "
+                "the machine slept (not load); the episode ends at the step before the gap and the env "
+                "is reset; counted in the status line (gaps N)")
+        self._cut()
+
+    def _cut(self) -> None:
+        """End the episode at the held step, marked is_last and not is_terminal (a truncation)."""
         held, self.pending = self.pending, None
         if held is not None:
             self.sink.add({**held, "is_last": np.array(True)})
@@ -376,10 +394,10 @@ class TickLoop:
     def _log(self, steps: int, ticks_per_s: float) -> None:
         lag_steps, lag_s = self.source.lag()
         silence = self.source.learner_silence()
-        late_frac, loaded = self.pacer.load()
+        late_frac, late_window, loaded = self.pacer.load()
         metrics = {
             "actor/ticks_per_s": ticks_per_s, "actor/late_ticks": self.pacer.late,
-            "actor/late_frac": late_frac,
+            "actor/late_frac": late_frac, "actor/late_window": late_window, "actor/gaps": self.pacer.gaps,
             "actor/missed_ticks": self.pacer.missed,
             "actor/late_ms_p50": self.lateness.percentile(50),
             "actor/late_ms_p99": self.lateness.percentile(99),
@@ -408,6 +426,7 @@ class TickLoop:
             f"{_fmt(lag_steps)} upd | episodes {self.episodes} last return {self.last_return:.1f}"
             + (f" | {silent}" if silent else "") + (f" | {loaded}" if loaded else "")
             + (f" | bad obs {self.bad_obs}" if self.bad_obs else "")
+            + (f" | gaps {self.pacer.gaps}" if self.pacer.gaps else "")
             + (f" | {held}" if held else ""), alert=alert)
         self.lateness.reset()
         self.work.reset()

@@ -46,7 +46,7 @@ class Status:
             parts.append(f"{name} {a.get('step', 0)} steps {a.get('actor/ticks_per_s') or 0:.1f}/s "
                          f"late {a.get('actor/late_ticks', 0)} "
                          f"policy v{a.get('actor/policy_version', 0)}{lag}{shipped}")
-            loaded = load_note(self.hz, a.get("actor/late_frac") or 0.0)
+            loaded = load_note(self.hz, a.get("actor/late_frac") or 0.0, a.get("actor/late_window", 0))
             if loaded:
                 parts.append(loaded)
         if self.returns:
@@ -63,7 +63,8 @@ class Status:
 
     def warnings(self) -> frozenset[str]:
         """The warnings the line holds now (silent, loaded): a new one is shown at once."""
-        loaded = any(load_note(self.hz, a.get("actor/late_frac") or 0.0) for a in self.actors.values())
+        loaded = any(load_note(self.hz, a.get("actor/late_frac") or 0.0, a.get("actor/late_window", 0))
+                     for a in self.actors.values())
         return frozenset(name for name, on in (("silent", self._silent()), ("loaded", loaded)) if on)
 
     def _silent(self) -> str:
