@@ -52,6 +52,9 @@ CASES = [  # (issue item, fault, tests)
      [H + "test_a_learner_resumed_with_no_new_data_says_no_update_yet_not_a_nan_loss"]),
     ("11", "the actor stopped (SIGSTOP) 3 s, as a suspended laptop or VM; then starved of CPU",
      [H + "test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_loaded"]),
+    ("12", "the wall clock an hour ahead and back: the actor's chunk names, the learner's heartbeats",
+     ["tests/replay/test_replay.py::test_a_wall_clock_that_jumps_reorders_no_chunk",
+      "tests/transport/test_sync.py::test_a_learner_whose_wall_clock_jumps_back_is_heard_all_the_same"]),
     ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
      "then back after 1.5 s each time",
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),

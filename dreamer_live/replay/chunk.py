@@ -166,6 +166,22 @@ def load_chunk(data: bytes, length: int, spec: Spec | None = None) -> dict[str, 
         raise ChunkError(f"{type(e).__name__}: {e}") from None
 
 
+def written_order(chunks: dict[str, ChunkName]) -> list[tuple[ChunkName, str]]:
+    """(fields, name) of chunks in the order they were written: each stream's by sequence number, the
+    streams interleaved by the time in their names made non-decreasing along each stream, so that a wall
+    clock that jumped back (NTP, a resumed VM) cannot put a stream's later chunks before its earlier."""
+    streams: dict[str, list[tuple[int, str, ChunkName]]] = {}
+    for name, fields in chunks.items():
+        streams.setdefault(fields.stream, []).append((fields.seq, name, fields))
+    keyed = []
+    for stream, items in streams.items():
+        latest = ""
+        for seq, name, fields in sorted(items):
+            latest = max(latest, fields.time)
+            keyed.append(((latest, stream, seq), fields, name))
+    return [(fields, name) for _, fields, name in sorted(keyed, key=lambda k: k[0])]
+
+
 def list_chunks(directory: pathlib.Path, known: set[str] | frozenset = frozenset()
                 ) -> dict[str, ChunkName]:
     """Chunk files in `directory` by name, leaving out `known` names and temporary or foreign files;

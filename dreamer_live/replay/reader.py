@@ -39,6 +39,7 @@ from dreamer_live.replay.chunk import (
     load_chunk,
     read_regular,
     spec_mismatch,
+    written_order,
 )
 from dreamer_live.replay.stored import StoredChunk, Table
 
@@ -112,7 +113,7 @@ class Reader:
             present = list_chunks(self.directory)
             self._count(present)
             self._notice_gone(present)
-            new = sorted((fields, name) for name, fields in present.items() if name not in self._known)
+            new = written_order({name: f for name, f in present.items() if name not in self._known})
             if not new:
                 return 0
             # Newest first, only as many as fit in capacity (older ones would be dropped at once);

@@ -71,6 +71,9 @@ class Writer:
         self._buffer: dict[str, np.ndarray] | None = None
         self._count = 0
         self._started_wall = 0.0
+        # A chunk's name is labelled with the wall time at this writer's start plus the monotonic time
+        # since: a wall clock that jumps (NTP, a resumed VM) cannot reorder its chunks.
+        self._wall0, self._mono0 = time.time(), time.monotonic()
         self._deadline = float("inf")
         self._seq = 0
         self._lock = threading.Lock()  # guards the buffer between add() and the time-based flush
@@ -105,7 +108,7 @@ class Writer:
             if self._buffer is None:
                 self._buffer = {k: np.empty((self.chunk_steps, *shape), dtype)
                                 for k, (shape, dtype) in self._spec.items()}
-                self._started_wall = time.time()
+                self._started_wall = self._wall0 + time.monotonic() - self._mono0
                 self._deadline = time.monotonic() + self.chunk_seconds
             if len(step) != len(self._spec):
                 raise ValueError(f"step keys {sorted(step)} differ from the first step's "

@@ -43,7 +43,7 @@ from dreamer_live.atomic import write_atomic
 from dreamer_live.cli import cache_dir
 from dreamer_live.metrics import MetricsTail
 from dreamer_live.replay import Writer
-from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_regular
+from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_regular, written_order
 from dreamer_live.transport import sync
 
 log = logging.getLogger("dreamer_live.ray")
@@ -245,8 +245,8 @@ class Outbox:
             stopping = self._stop.is_set()
             if not failures:
                 self._tell()
-            waiting = sorted(list_chunks(self.directory, set(pending.values())).items(),
-                             key=lambda item: item[1])
+            waiting = [(name, fields) for fields, name in
+                       written_order(list_chunks(self.directory, set(pending.values())))]
             self.waiting = len(waiting) + len(pending)
             try:
                 hub = self.hub.get() if waiting and len(pending) < self.inflight else None

@@ -201,6 +201,7 @@ class Client:
         self.last_error = ""  # the newest problem reported (empty while all is well)
         self._current = Loaded(template)
         self._learner_seen = (0.0, 0)  # (time, step) of the learner's newest heartbeat or version
+        self._records: dict[str, tuple] = {}  # (time, step) of the pointer and heartbeat last read
         self._learner_seen_at: float | None = None  # when that record last changed, on our clock
         self._reported: set[tuple[str, str]] = set()
         self._poll_lock = threading.Lock()
@@ -290,15 +291,20 @@ class Client:
             return None
 
     def _see_learner(self, pointer: dict, beat: dict) -> None:
-        # The newest record wins, not the largest step: a learner restarted from an older checkpoint
+        # A pointer or heartbeat that differs from the last one read is news from the learner, whatever
+        # its wall time says (a learner whose clock jumped back is alive all the same); the learner's
+        # step is the newest news's, not the largest step: a learner restarted from an older checkpoint
         # counts again from there. A missing or damaged heartbeat leaves the last one seen.
-        for record in (pointer, beat):
-            stamp = record.get("time")
-            if isinstance(record.get("step"), int) and isinstance(stamp, (int, float)) \
-                    and stamp >= self._learner_seen[0]:
-                if stamp > self._learner_seen[0]:
-                    self._learner_seen_at = time.monotonic()
-                self._learner_seen = (stamp, record["step"])
+        news = []
+        for kind, record in (("pointer", pointer), ("beat", beat)):
+            stamp, step = record.get("time"), record.get("step")
+            if isinstance(step, int) and isinstance(stamp, (int, float)) \
+                    and self._records.get(kind) != (stamp, step):
+                self._records[kind] = (stamp, step)
+                news.append((stamp, step))
+        if news:
+            self._learner_seen = max(news)  # both at once: the later written of the two
+            self._learner_seen_at = time.monotonic()
 
     def _decode(self, data: bytes, name: str) -> Loaded:
         try:

@@ -292,6 +292,39 @@ def test_recency_mix_draws_from_the_newest_steps(tmp_path):
     assert (uniform.sample()["vector"][:, 0, 1] < 144).mean() > 0.7
 
 
+def test_a_wall_clock_that_jumps_reorders_no_chunk(tmp_path, monkeypatch):
+    """The writer's wall clock jumps an hour ahead and back mid-run (NTP, a resumed VM): its chunk
+    names still run in the order written. Chunks already named with a jump (a writer restarted while the
+    clock was an hour ahead, then behind) still load in sequence order: recency draws from the newest
+    written, capacity keeps them."""
+    from dreamer_live.replay.chunk import written_order
+    real = time.time
+    with Writer(tmp_path / "a", "w", 16, 10.0) as writer:
+        for i in range(48):
+            if i in (16, 32):  # an hour ahead for the second chunk, back for the third
+                monkeypatch.setattr(time, "time", (lambda: real() + 3600) if i == 16 else real)
+            writer.add(make_step(0, i, episode=1000))
+    names = sorted((ChunkName.parse(p.name) for p in (tmp_path / "a").glob("*.npz")), key=lambda c: c.seq)
+    assert [c.seq for c in names] == [0, 1, 2] and names[0].time <= names[1].time <= names[2].time
+    assert names[2].time <= time.strftime("%Y%m%dT%H%M%S", time.gmtime(real() + 60))
+
+    stream = write_steps(tmp_path / "b", "w", 0, 160, episode=1000)  # ten chunks of 16
+    jumped = {1: "20990101T000000", 2: "20990101T000001", 5: "20000101T000000"}
+    for path in (tmp_path / "b").glob("*.npz"):
+        fields = ChunkName.parse(path.name)
+        if fields.seq in jumped:
+            path.rename(path.with_name(str(ChunkName(jumped[fields.seq], fields.stream, fields.seq,
+                                                     fields.length))))
+    other = write_steps(tmp_path / "b", "v", 1, 16, episode=1000)
+    order = written_order(list_chunks(tmp_path / "b"))
+    assert [f.seq for f, _ in order if f.stream == stream] == list(range(10))
+    reader = Reader(tmp_path / "b", prefetch=0, batch=32, length=4, recency=1.0, recency_window=16,
+                    capacity=64)
+    assert reader.read_stream("vector")[stream][:, 1].tolist() == list(range(96, 160))  # 4 chunks
+    assert other not in reader.streams  # named before the jumped chunks' 2099: older in its order
+    assert (reader.sample()["vector"][:, 0, 1] >= 144).all()  # the newest written chunk
+
+
 def test_prefetch_and_empty_replay(tmp_path):
     reader = Reader(tmp_path / "replay", prefetch=2, batch=4, length=8)
     assert not reader.ready() and reader.num_steps == 0

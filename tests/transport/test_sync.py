@@ -165,6 +165,30 @@ def test_lag_counts_learner_updates_since_the_version_in_use(tmp_path):
     assert client.poll() is False and client.lag()[0] == 5
 
 
+def test_a_learner_whose_wall_clock_jumps_back_is_heard_all_the_same(tmp_path, monkeypatch):
+    """The learner's wall clock goes an hour ahead and back (NTP, a resumed VM): each heartbeat it
+    writes afterwards, stamped an hour earlier than the last, is still news (not "learner silent"),
+    and the lag counts from its step."""
+    publisher = sync.Publisher(tmp_path, HASH)
+    client = sync.Client(tmp_path, template(), HASH)
+    publisher.publish(params_for(1), step=10)
+    assert client.poll()
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 3600)
+    publisher.heartbeat(20)
+    client.poll()
+    assert client.lag()[0] == 10
+    monkeypatch.setattr(time, "time", real)
+    for step in (30, 40):
+        time.sleep(0.2)
+        publisher.heartbeat(step)
+        client.poll()
+        assert client.learner_silence() < 0.1 and client.lag()[0] == step - 10
+    time.sleep(0.2)
+    client.poll()  # nothing new: the silence grows
+    assert client.learner_silence() >= 0.2
+
+
 def _other_value(value):
     """A value of the same type as a config leaf, different from it."""
     if isinstance(value, bool):
