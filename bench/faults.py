@@ -55,6 +55,9 @@ CASES = [  # (issue item, fault, tests)
     ("12", "the wall clock an hour ahead and back: the actor's chunk names, the learner's heartbeats",
      ["tests/replay/test_replay.py::test_a_wall_clock_that_jumps_reorders_no_chunk",
       "tests/transport/test_sync.py::test_a_learner_whose_wall_clock_jumps_back_is_heard_all_the_same"]),
+    ("13", "live memory values gone bad: 1e9 through a stale pointer, outside the profile's range, "
+     "an unmapped page, NaN",
+     [L + "test_garbage_and_unreadable_memory_values_are_never_stored"]),
     ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
      "then back after 1.5 s each time",
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),

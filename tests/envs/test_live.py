@@ -270,6 +270,85 @@ def test_outside_play_nothing_is_observed_and_the_reset_steps_run_until_it_plays
             env.close()
 
 
+def test_garbage_and_unreadable_memory_values_are_never_stored(xvfb, tmp_path, capsys, record_property):
+    """Memory values read from this test's own process: `x` turns to 1e9 (a pointer chain now pointing
+    at garbage), `score` leaves its profile range, the page holding `y` is unmapped (a failed read),
+    `x` turns to NaN. Each time the episode is cut at the step before (no reward, no observation of
+    it), one line per value names it and what was read (the second bad `x` only counted), and reset()
+    waits until the values read sane again."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    flags, prot = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, mmap.PROT_READ | mmap.PROT_WRITE
+
+    def map_page(at=None):
+        address = libc.mmap(at, 4096, prot, flags | (0x10 if at else 0), -1, 0)  # 0x10: MAP_FIXED
+        assert address not in (None, ctypes.c_void_p(-1).value)
+        return address
+
+    page = map_page()
+    score, x = ctypes.c_double(1.0), ctypes.c_double(5.0)
+    y = ctypes.c_double.from_address(page)
+    y.value = 7.0
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"pid": os.getpid(),  # the profile's own values stand over these
+                                  "values": {"score": {"address": ctypes.addressof(score)}}}))
+    profile = tmp_path / "own.yaml"
+    profile.write_text(dump_yaml({
+        "window": {"screen_region": [0, 0, 64, 64]}, "actions": {"idle": [], "right": ["right"]},
+        "memory": {"addresses_from": str(export), "values": {
+            "score": {"address": ctypes.addressof(score), "type": "f64", "range": [0, 100]},
+            "x": {"address": ctypes.addressof(x), "type": "f64"},
+            "y": {"address": page, "type": "f64"}}},
+        "obs": {"vector": ["score", "x", "y"]}, "reward": {"score": 1.0}}))
+    env = make(xvfb, profile, **{"env.obs": "vector"})
+
+    def set_later(seconds, action):
+        timer = threading.Timer(seconds, action)
+        timer.start()
+        return timer
+
+    try:
+        env.reset()
+        score.value = 2.0
+        assert float(env.observe()["reward"]) == 1.0
+        faults = [(lambda: setattr(x, "value", 1e9), lambda: setattr(x, "value", 6.0),
+                   "memory value 'x' read 1e+09, far beyond any reading before (up to 6)"),
+                  (lambda: setattr(score, "value", 500.0), lambda: setattr(score, "value", 3.0),
+                   "memory value 'score' read 500, outside its range [0, 100]"),
+                  (lambda: libc.munmap(page, 4096), lambda: map_page(page),
+                   "memory value 'y' could not be read"),
+                  (lambda: setattr(x, "value", float("nan")), lambda: setattr(x, "value", 6.0), None)]
+        for i, (fault, repair, line) in enumerate(faults):
+            if i == 0:
+                x.value = 6.0
+                env.observe()  # the largest x seen: 6
+            capsys.readouterr()
+            fault()
+            cut = env.observe()
+            assert cut["is_last"] and not cut["is_terminal"] and float(cut["reward"]) == 0
+            assert np.isfinite(cut["vector"]).all() and cut["vector"].max() < 100
+            out = capsys.readouterr().out
+            assert out.count("live: memory value") == (line is not None), out
+            if line:
+                assert line in out and "episode cut at the step before" in out
+                record_property("lines", out.strip())  # bench/faults.py's table
+            began = time.monotonic()
+            repairing = set_later(0.5, repair)
+            first = env.reset()
+            repairing.join()
+            assert time.monotonic() - began >= 0.45 and first["is_first"]
+            assert np.isfinite(first["vector"]).all() and first["vector"].max() < 100
+        metrics = env.metrics()
+        assert metrics["live/bad_values"] == 4 and metrics["live/memory_errors"] >= 1
+    finally:
+        env.close()
+
+
 def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path):
     """`python -m dreamer_live.check` on the Catcher window: random keys for 6 s; each miss prints its
     reward with the values that changed, the game over prints a death and the reset, the last line

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -41,6 +42,9 @@ from dreamer_live.steps import LOG_PREFIX
 
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
 CHAIN_RETRY_S = 10.0  # a pointer chain may be null while the game starts; retry this long, then fail
+# A reading beyond SUSPECT_FACTOR x the largest magnitude seen of that value (SUSPECT_FLOOR at least) is
+# garbage: a pointer chain that now points elsewhere (a level change, a game update).
+SUSPECT_FACTOR, SUSPECT_FLOOR = 1000.0, 1e6
 PLAY_RETRY_S = 10.0  # outside play, the reset steps run again this often until the game plays
 FOCUS_POLICIES = ("wait", "refocus", "ignore")
 LAUNCH_CHOICES = ("auto", "true", "false")
@@ -142,7 +146,10 @@ class LiveEnv(Env):
         self._stats = {k: collections.deque(maxlen=STATS_KEPT)
                        for k in ("capture_ms", "memory_ms", "input_ms")}
         self._counts = {"reconnects": 0, "focus_losses": 0, "memory_errors": 0, "pauses": 0,
-                        "freezes": 0, "out_of_play": 0}
+                        "freezes": 0, "out_of_play": 0, "bad_values": 0}
+        self._bad: dict[str, str] = {}  # memory values of the last reading that failed or are garbage
+        self._said_bad: set[str] = set()  # ... those already said in a line
+        self._seen_max: dict[str, float] = {}  # the largest magnitude of each sane reading
         self._closed = False
 
     # --- Env protocol -------------------------------------------------------------------------------------
@@ -160,7 +167,7 @@ class LiveEnv(Env):
                     self._wait_for_focus()
                     self._run_reset_steps()
                     image, values = self._sense()
-                    if not self.profile.in_play(values):
+                    if self._not_ready(values):
                         image, values = self._await_play()
                 except GameGone as e:
                     self._lost(str(e))
@@ -206,6 +213,17 @@ class LiveEnv(Env):
             self._check_frozen(image, values)
         except GameGone as e:
             self._lost(str(e))
+            return self._end_obs(terminal=False)
+        if self._bad:
+            # Garbage or unreadable memory is never an observation or a reward: the episode ends at
+            # the step before, and reset() waits until the values read sane again.
+            self._counts["bad_values"] += 1
+            for name, why in self._bad.items():
+                if name not in self._said_bad:
+                    self._said_bad.add(name)
+                    print(f"live: memory value {name!r} {why}: episode cut at the step before, keys "
+                          f"released; play resumes when it reads sane (counted in live/bad_values)",
+                          flush=True)
             return self._end_obs(terminal=False)
         reward = sum(t.pay(self._prev[t.value], values[t.value]) for t in self.profile.reward)
         if self._ends_in is None:
@@ -333,18 +351,41 @@ class LiveEnv(Env):
         return left + region[0], top + region[1], region[2], region[3]
 
     def _read_values(self, strict: bool) -> dict[str, float]:
-        values = {}
+        """Every memory value now. A read that fails (MemoryReadError when `strict`) or a reading that is
+        garbage (not finite, outside the value's range, or far beyond any magnitude seen) is noted in
+        self._bad with what was read, and the last sane reading stands in for it."""
+        values, self._bad = {}, {}
         for name, spec in self._specs.items():
             try:
-                values[name] = read_value(spec, self._reader)
+                value = read_value(spec, self._reader)
             except ProcessGone as e:
                 raise GameGone(str(e)) from None
-            except MemoryReadError:
+            except MemoryReadError as e:
                 if strict:
                     raise
                 self._counts["memory_errors"] += 1
-                values[name] = self._prev.get(name, 0.0)  # e.g. a level loading: keep the last reading
+                self._bad[name] = f"could not be read ({e})"
+                values[name] = self._prev.get(name, 0.0)
+                continue
+            why = self._garbage(spec, value)
+            if why:
+                self._bad[name] = why
+                values[name] = self._prev.get(name, 0.0)
+            else:
+                values[name] = value
+                self._seen_max[name] = max(self._seen_max.get(name, 0.0), abs(value))
         return values
+
+    def _garbage(self, spec: ValueSpec, value: float) -> str:
+        """Why `value` read for `spec` is not believable ('' when it is)."""
+        if not math.isfinite(value):
+            return f"read {value}, not a number"
+        if not spec.low <= value <= spec.high:
+            return f"read {value:g}, outside its range [{spec.low:g}, {spec.high:g}]"
+        seen = self._seen_max.get(spec.name)
+        if seen is not None and abs(value) > max(SUSPECT_FLOOR, SUSPECT_FACTOR * seen):
+            return f"read {value:g}, far beyond any reading before (up to {seen:g})"
+        return ""
 
     def _check_frozen(self, image, values) -> None:
         """_Frozen once the picture and every memory value have stayed as they are for
@@ -406,7 +447,7 @@ class LiveEnv(Env):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        self._specs = specs
+        self._specs, self._seen_max = specs, {}  # the first reading is taken as sane
         if not specs:
             return
         try:
@@ -556,22 +597,28 @@ class LiveEnv(Env):
         return ", ".join(f"{c.value} {c.op} {c.arg:g} is false: {c.value} = {values[c.value]:g}"
                          for c in self.profile.playing if not c.holds(None, values[c.value]))
 
+    def _not_ready(self, values: dict[str, float]) -> str:
+        """Why this reading is no play ('' when it is): garbage memory values, or not in play."""
+        return ", ".join([f"memory value {n!r} {why}" for n, why in self._bad.items()]
+                         + ([self._not_playing(values)] if not self.profile.in_play(values) else []))
+
     def _await_play(self):
-        """Outside play (a menu, a game-over screen): keys up, nothing observed for the episode; poll the
-        values and run the reset steps again every PLAY_RETRY_S until the profile's `playing:` holds. One
-        line when it fails for env.live.out_of_play_s. Returns the first (image, values) in play."""
+        """Outside play (a menu, a game-over screen, garbage memory values): keys up, nothing observed
+        for the episode; poll the values and run the reset steps again every PLAY_RETRY_S until the
+        values read sane and the profile's `playing:` holds. One line when that fails for
+        env.live.out_of_play_s. Returns the first (image, values) in play."""
         self.keys.release_all()
         began, said = time.monotonic(), False
         while True:
             retry = time.monotonic() + PLAY_RETRY_S
             while time.monotonic() < retry:
                 image, values = self._sense()
-                if self.profile.in_play(values):
+                why = self._not_ready(values)
+                if not why:
                     return image, values
                 if not said and time.monotonic() - began >= self.options.out_of_play_s:
                     print(f"live: the game has not been in play for {self.options.out_of_play_s:g} s "
-                          f"({self._not_playing(values)}); the reset steps keep running "
-                          f"(env.live.out_of_play_s)", flush=True)
+                          f"({why}); the reset steps keep running (env.live.out_of_play_s)", flush=True)
                     said = True
                 self._sleep(0.1)
             self._run_reset_steps()

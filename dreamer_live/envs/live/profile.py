@@ -12,7 +12,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
     actions: {idle: [], left: [left], right: [right], jump: [space], right_jump: [right, space]}
     memory:
       values:
-        x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32}
+        x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32, range: [0, 20000]}
         coins: {address: 0x55d0c2a4f3c0, type: i32}
     obs: {size: [64, 64], grayscale: true, vector: [x]}
     reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
@@ -57,6 +57,8 @@ class ValueSpec:
     module: str | None = None
     offset: int = 0
     offsets: tuple[int, ...] = ()
+    low: float = -float("inf")  # the plausible range: a reading outside it is garbage, not play
+    high: float = float("inf")
 
     @property
     def size(self) -> int:
@@ -290,7 +292,7 @@ class _Checker:
         return RewardTerm(name, self.number(node["weight"], f"{where}.weight"), low, high, restart)
 
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
-        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets"))
+        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets", "range"))
         kind = self.string(node.get("type", "i32"), f"{where}.type")
         if kind not in TYPES:
             raise self.fail(f"{where}.type", f"unknown type {kind!r}{did_you_mean(kind, TYPES)}; "
@@ -303,7 +305,15 @@ class _Checker:
         offsets = node.get("offsets") or []
         if not isinstance(offsets, (list, tuple)):
             raise self.fail(f"{where}.offsets", f"expects a list of offsets, got {offsets!r}")
-        return ValueSpec(
+        low, high = -float("inf"), float("inf")
+        if "range" in node:
+            bounds = node["range"]
+            if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+                raise self.fail(f"{where}.range", f"expects [low, high] of plausible readings, got {bounds!r}")
+            low, high = (self.number(v, f"{where}.range[{i}]") for i, v in enumerate(bounds))
+            if low > high:
+                raise self.fail(f"{where}.range", f"low must not exceed high, got {bounds!r}")
+        return ValueSpec(low=low, high=high,
             name=name, type=kind,
             address=self.integer(node["address"], f"{where}.address") if has_address else None,
             module=self.string(node.get("module"), f"{where}.module") or None,
