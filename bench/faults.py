@@ -58,6 +58,9 @@ CASES = [  # (issue item, fault, tests)
     ("13", "live memory values gone bad: 1e9 through a stale pointer, outside the profile's range, "
      "an unmapped page, NaN",
      [L + "test_garbage_and_unreadable_memory_values_are_never_stored"]),
+    ("14", "the actor's logdir on a file system whose writes block ~15 s (fsfreeze on a loop-mounted "
+     "ext4: a stalled share)",
+     [H + "test_a_share_whose_writes_block_is_said_and_the_status_line_goes_on"]),
     ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
      "then back after 1.5 s each time",
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),

@@ -1,6 +1,8 @@
 """Metrics: DIR/metrics.jsonl lines, TensorBoard event files beside it, and a live terminal status line.
 
-All file writing happens on a background thread so that a real-time loop only pays for a queue put.
+All file writing happens on a background thread so that a real-time loop only pays for a queue put; the
+terminal (status line, messages) has a thread of its own, so a disk or share whose writes block cannot
+stop the status line.
 Several processes append to one metrics.jsonl: each line goes out as a single O_APPEND write, so lines
 never interleave. TensorBoard files go to DIR/tensorboard/<name>/ (one folder per writer process:
 TensorBoard reads concurrent event files in one folder badly), written on the same thread (not
@@ -101,9 +103,12 @@ class Logger:
         self._tb_files = 0
         self._tb_flushed = 0.0
         self._said_failing = -math.inf  # when a dropped metric line (disk full) was last reported
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.Queue = queue.Queue()  # to the disk: metric lines
+        self._terminal: queue.Queue = queue.Queue()  # to the terminal: status line and messages
         self._thread = threading.Thread(target=self._work, name=f"metrics-{self.name}", daemon=True)
+        self._printer = threading.Thread(target=self._print, name=f"status-{self.name}", daemon=True)
         self._thread.start()
+        self._printer.start()
 
     def write(self, step: int, metrics: Mapping) -> None:
         """Queue one line of metrics (values: numbers; they are converted on the writer thread)."""
@@ -113,25 +118,29 @@ class Logger:
         """Show `text` as the live status line (carriage return on a terminal; skipped when quiet);
         piped, a plain line every PLAIN_STATUS_S, and at once when `alert` (a warning just began)."""
         if self.show_status:
-            self._queue.put(("status", text, alert))
+            self._terminal.put(("status", text, alert))
 
     def message(self, text: str) -> None:
         """Print a one-off message on its own line (never lost under the status line)."""
-        self._queue.put(("message", text))
+        self._terminal.put(("message", text))
 
     def flush(self, timeout: float = 10.0) -> None:
-        """Wait (up to `timeout` s) until everything queued so far is written."""
-        if self._thread.is_alive():
-            done = threading.Event()
-            self._queue.put(("flush", done))
-            done.wait(timeout)
+        """Wait (up to `timeout` s in all) until everything queued so far is written and printed."""
+        end = time.monotonic() + timeout
+        for thread, to in ((self._thread, self._queue), (self._printer, self._terminal)):
+            if thread.is_alive():
+                done = threading.Event()
+                to.put(("flush", done))
+                done.wait(max(0.0, end - time.monotonic()))
 
     def close(self) -> None:
         """Write what is queued, close the event files, and end the status line."""
-        if not self._thread.is_alive():
-            return
-        self._queue.put(("close",))
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._queue.put(("close",))
+            self._thread.join(timeout=30)
+        if self._printer.is_alive():
+            self._terminal.put(("close",))
+            self._printer.join(timeout=5)
 
     # -- writer thread ------------------------------------------------------------------------
 
@@ -144,11 +153,6 @@ class Logger:
                 try:
                     if kind == "line":
                         self._write_line(fd, *item[1:])
-                    elif kind == "status":
-                        self._draw(*item[1:])
-                    elif kind == "message":
-                        self._end_status()
-                        print(item[1], flush=True)
                     elif kind == "flush":
                         item[1].set()
                     elif kind == "close":
@@ -156,12 +160,30 @@ class Logger:
                 except Exception as e:  # a full disk must not kill the actor's loop
                     if time.monotonic() - self._said_failing >= FAILURE_EVERY_S:
                         self._said_failing = time.monotonic()
-                        self._end_status()
-                        print(f"{self.name}: cannot write metrics ({e}); dropping metric lines "
-                              "until it can", flush=True)
+                        self.message(f"{self.name}: cannot write metrics ({e}); dropping metric lines "
+                                     "until it can")
         finally:
             os.close(fd)
             self._close_tb()
+
+    def _print(self) -> None:
+        try:
+            while True:
+                item = self._terminal.get()
+                kind = item[0]
+                if kind == "flush":
+                    item[1].set()
+                elif kind == "close":
+                    break
+                try:
+                    if kind == "status":
+                        self._draw(*item[1:])
+                    else:
+                        self._end_status()
+                        print(item[1], flush=True)
+                except (OSError, ValueError):  # a closed or broken stdout: nothing to show it on
+                    pass
+        finally:
             self._end_status()
 
     def _write_line(self, fd: int, when: float, step: int, metrics: dict) -> None:

@@ -735,6 +735,83 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
             assert played == [str(written + lost)], text[-2000:]
 
 
+@contextlib.contextmanager
+def freezable_disk(path: pathlib.Path):
+    """An ext4 file system in a 64 MiB loop file, mounted at `path`, whose writes block while it is
+    frozen (`fsfreeze -f`), as a stalled share's do (root with loop devices only: skipped otherwise)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("fsfreeze") is None:
+        pytest.skip("a stalled share needs fsfreeze on a loop-mounted ext4, which only root can mount")
+    path.mkdir(parents=True, exist_ok=True)
+    image = path.with_name(path.name + ".img")
+    with open(image, "wb") as f:
+        f.truncate(64 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    mounted = made.returncode or subprocess.run(["mount", "-o", "loop", str(image), str(path)],
+                                                capture_output=True, text=True).returncode
+    if mounted:
+        pytest.skip(f"cannot make and loop-mount an ext4 file system here: {made.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["fsfreeze", "-u", str(path)], capture_output=True)
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def test_a_share_whose_writes_block_is_said_and_the_status_line_goes_on(tmp_path, record_property):
+    """The actor's logdir on a file system whose writes block for ~15 s (fsfreeze, as a stalled share):
+    play holds its rate; one line says how long a chunk write has blocked and how many steps wait,
+    status lines keep coming while it lasts; once writes go through, every step played is written."""
+    import re
+    import signal
+    import time
+
+    from conftest import poll
+
+    from dreamer_live.replay.chunk import list_chunks
+
+    with freezable_disk(tmp_path / "share") as share:
+        logdir, out = share / "run", tmp_path / "stdout.txt"
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with out.open("w") as f:
+            actor = subprocess.Popen(
+                [sys.executable, "-m", "dreamer_live.actor", "--logdir", str(logdir), *QUIET,
+                 "--run.quiet", "false", "--run.log_every", "1", "--actor.hz", "50",
+                 "--actor.duration", "300", "--replay.chunk_seconds", "0.5"],
+                cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        stall = re.compile(r"actor 0: replay: a chunk write has blocked for (\d+) s \(the disk or share "
+                           r"stalls\); (\d+) steps wait in memory, play goes on")
+        try:
+            poll("the first status line", lambda: "ticks/s" in out.read_text(), timeout=120)
+            subprocess.run(["fsfreeze", "-f", str(share)], check=True)
+            try:
+                said = poll("the stall said", lambda: stall.search(out.read_text()), timeout=30)
+                seen = len(out.read_text())
+                status = poll("a status line while the writes block", lambda: re.search(
+                    r"actor 0 \| step \d+ \| (\d+\.\d) ticks/s .*a chunk write has blocked",
+                    out.read_text()[seen:]), timeout=15)
+            finally:
+                subprocess.run(["fsfreeze", "-u", str(share)], check=True)
+            poll("writes going through again", lambda: "the disk takes chunks again" in out.read_text(),
+                 timeout=30)
+            actor.send_signal(signal.SIGINT)
+            assert actor.wait(60) == 0, out.read_text()[-2000:]
+        finally:
+            subprocess.run(["fsfreeze", "-u", str(share)], capture_output=True)
+            actor.kill()
+            actor.wait()
+        text = out.read_text()
+        assert len(stall.findall(text)) == 1 and int(said.group(2)) > 0, text[-3000:]
+        assert float(status.group(1)) > 40  # played at its rate meanwhile
+        played = re.findall(r"^actor 0: stopped \(SIGINT\) after (\d+) steps", text, re.M)
+        chunks = list_chunks(logdir / "replay").values()
+        seqs = sorted(c.seq for c in chunks)
+        assert played and int(played[0]) == sum(c.length for c in chunks), text[-2000:]
+        assert seqs == list(range(len(seqs)))
+        for name, value in (("steps_played", played[0]), ("steps_kept", sum(c.length for c in chunks)),
+                            ("lines", said.group(0))):
+            record_property(name, value)  # bench/faults.py's table
+
+
 def misbehaving_actor(logdir: pathlib.Path, fault: str, at: int, *args):
     """The actor on tests/misbehaving_envs.py's env (a user's gymnasium env, given as module:id),
     whose step `at` of each episode and on has `fault`; run to the end."""

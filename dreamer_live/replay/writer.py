@@ -36,6 +36,7 @@ from dreamer_live.errors import UserError
 from dreamer_live.replay.chunk import ALLOWED_KINDS, WRITER_ID_RE, ChunkName, timestamp, write_chunk
 
 log = logging.getLogger("dreamer_live.replay")
+STALL_S = 5.0  # a chunk write blocked this long: the disk or share stalls (said in the status line)
 STALE_TEMP_S = 3600.0  # temporary chunk files older than this are leftovers of a killed writer
 RETRY_S = 1.0  # chunks held after a failed write are tried again this often
 BESIDE = (spaceslib.FILE,)  # files a replay folder holds beside its chunks (the learner needs them)
@@ -64,6 +65,8 @@ class Writer:
         self._held: collections.deque = collections.deque()  # (name, arrays) the disk refused
         self._held_steps = 0
         self._held_since: float | None = None  # monotonic time of the oldest held chunk's failure
+        self._write_began: float | None = None  # monotonic time the chunk write under way began
+        self._waiting_steps = 0  # steps handed to the background thread, not yet on disk
         self._problem = ""  # why the disk refuses them
         self._gave_up = False  # held longer than hold_s, or closed while held
         self._refused_s = 0.0  # how long the disk had refused the oldest held chunk when given up
@@ -129,7 +132,10 @@ class Writer:
     def held(self) -> str:
         """'' while every chunk reaches the disk; else how many steps wait in memory, for how long
         and why (one line for a status line)."""
-        since, steps = self._held_since, self._held_steps
+        began, since, steps = self._write_began, self._held_since, self._held_steps
+        if began is not None and time.monotonic() - began >= STALL_S:
+            return (f"replay: a chunk write has blocked for {time.monotonic() - began:.0f} s (the disk "
+                    f"or share stalls); {self._waiting_steps} steps wait in memory, play goes on")
         if since is None or not steps:
             return ""
         return (f"replay: {steps} steps held in memory for {time.monotonic() - since:.0f} s, cannot "
@@ -173,6 +179,7 @@ class Writer:
         arrays = {k: v[:self._count] for k, v in self._buffer.items()}
         name = ChunkName(timestamp(self._started_wall), self.stream, self._seq, self._count)
         self._queue.put((str(name), arrays))
+        self._waiting_steps += self._count
         self._seq += 1
         self._buffer, self._count, self._deadline = None, 0, float("inf")
 
@@ -222,6 +229,7 @@ class Writer:
         with `last`, give up at once)."""
         while self._held and self._error is None:
             name, arrays = self._held[0]
+            self._write_began = time.monotonic()
             try:
                 self._restore_folder()
                 write_chunk(self.directory / name, arrays)
@@ -237,9 +245,12 @@ class Writer:
                 log.error("replay writer failed to write %s: %s", name, e)
                 self._error = e
                 return
+            finally:
+                self._write_began = None
             self._held.popleft()
             steps = len(next(iter(arrays.values())))
             self._held_steps -= steps
+            self._waiting_steps -= steps
             self.steps_written += steps
             self.chunks_written += 1
             self._said_gone = False
