@@ -763,7 +763,6 @@ def test_a_share_whose_writes_block_is_said_and_the_status_line_goes_on(tmp_path
     status lines keep coming while it lasts; once writes go through, every step played is written."""
     import re
     import signal
-    import time
 
     from conftest import poll
 
