@@ -61,6 +61,9 @@ CASES = [  # (issue item, fault, tests)
     ("14", "the actor's logdir on a file system whose writes block ~15 s (fsfreeze on a loop-mounted "
      "ext4: a stalled share)",
      [H + "test_a_share_whose_writes_block_is_said_and_the_status_line_goes_on"]),
+    ("15", "the learner under an address-space cap of 500 MB, then 1.5 GB (prlimit --as)",
+     [E + "test_a_learner_under_a_memory_cap_says_so_in_one_line[500]",
+      E + "test_a_learner_under_a_memory_cap_says_so_in_one_line[1500]"]),
     ("10", "the live Catcher's window moved wholly off the screen, then partly (xdotool windowmove), "
      "then back after 1.5 s each time",
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),

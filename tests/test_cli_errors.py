@@ -70,6 +70,31 @@ def test_conflicting_logdir(module, tmp_path):
     assert_one_line_error(result, r"was configured with env\.name=.*use the same --configs")
 
 
+@pytest.mark.parametrize("cap_mb", [500, 1500])
+def test_a_learner_under_a_memory_cap_says_so_in_one_line(tmp_path, cap_mb, record_property):
+    """An address-space cap (prlimit --as) below what JAX needs: one line naming memory and the cap,
+    exit status 1, before JAX fails to import (500 MB) or XLA aborts natively starting threads (1.5 GB);
+    the error text of a memory failure inside the learner is recognised as one."""
+    import resource
+
+    from dreamer_live.learner.__main__ import out_of_memory
+
+    def capped():
+        resource.setrlimit(resource.RLIMIT_AS, (cap_mb << 20, cap_mb << 20))
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-m", "dreamer_live.learner", "--logdir", str(tmp_path / "run"),
+                             "--configs", "debug"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120, preexec_fn=capped)
+    assert result.returncode == 1, result
+    line = assert_one_line_error(result, r"^learner: error: not enough memory under the address-space "
+                                         rf"cap of {cap_mb / 1024:.2f} GiB .*raise the cap")
+    record_property("lines", line)  # bench/faults.py's table
+    assert out_of_memory(ImportError("libjax_common.so: failed to map segment from shared object"))
+    assert out_of_memory(MemoryError()) and out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory"))
+    assert not out_of_memory(ValueError("a shape mismatch"))
+
+
 def test_offline_missing_replay(tmp_path):
     result = command("dreamer_live.learner", "--logdir", tmp_path / "new", "--configs", "debug",
                      "--offline", "--replay", tmp_path / "nowhere" / "replay")
