@@ -145,15 +145,17 @@ def image_rows(out: dict, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return as_rgb(truth), as_rgb(model), error_images(truth, model)
 
 
-def row_labels(dream: bool) -> tuple[str, ...]:
-    """Labels of the three rows (a dream compares the replayed truth with what the policy imagined)."""
-    return ("replay", "dream", "error") if dream else ROWS
+def row_labels(dream: bool, probe: bool = False) -> tuple[str, ...]:
+    """Labels of the three rows (a dream compares the replayed truth with what the policy imagined;
+    a probe is a decoder trained on stop-gradient features, agent.objective barlow)."""
+    truth, model, error = ("replay", "dream", "error") if dream else ROWS
+    return truth, f"{model} (probe)" if probe else model, error
 
 
 def grid_frame(rows: tuple[np.ndarray, ...], step: int, observe: int, scale: int = 2,
-               dream: bool = False) -> np.ndarray:
+               dream: bool = False, probe: bool = False) -> np.ndarray:
     """Step `step` of one image key's `image_rows`: rows truth | model | error, a column per sequence."""
-    labels = row_labels(dream)
+    labels = row_labels(dream, probe)
     observed = step < observe
     return np.concatenate([
         np.concatenate([tile(row[b, step], step, observed, scale, labels[r] if b == 0 else "")
@@ -161,10 +163,11 @@ def grid_frame(rows: tuple[np.ndarray, ...], step: int, observe: int, scale: int
         for r, row in enumerate(rows)], axis=0)
 
 
-def strip(out: dict, key: str, observe: int, scale: int = 1, dream: bool = False) -> np.ndarray:
+def strip(out: dict, key: str, observe: int, scale: int = 1, dream: bool = False,
+          probe: bool = False) -> np.ndarray:
     """Whole rollout of one image key as a still: per sequence rows truth | model | error, time left to right."""
     rows = image_rows(out, key)
-    labels = row_labels(dream)
+    labels = row_labels(dream, probe)
     batch, length = rows[0].shape[:2]
     return np.concatenate([
         np.concatenate([tile(row[b, t], t, t < observe, scale, labels[r] if t == 0 else "")
@@ -176,7 +179,7 @@ class Panel:
     """The plot panel rendered once; `at(step)` adds a cursor at that step (cheap, per frame)."""
 
     def __init__(self, out: dict, observe: int, errors: dict[str, np.ndarray], min_width: int = 0,
-                 dream: bool = False):
+                 dream: bool = False, probe: bool = False):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -199,7 +202,7 @@ class Panel:
         axes = fig.subplots(rows, columns, squeeze=False).ravel()
         length = len(next(iter(errors.values()))) if errors else observe
         self._axes = []  # (axis, x offset): cursor x = step + offset
-        model_name = "dream" if dream else "model"
+        model_name = row_labels(dream, probe)[1]
         for ax, (name, truth, model) in zip(axes, series):
             for b in range(min(MAX_LINES, truth.shape[0])):
                 color = LINE_COLORS[b % len(LINE_COLORS)]
@@ -258,7 +261,7 @@ def stack(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def video_frames(out: dict, observe: int, scale: int = 2, dream: bool = False,
-                 errors: dict | None = None) -> list[np.ndarray]:
+                 errors: dict | None = None, probe: bool = False) -> list[np.ndarray]:
     """One RGB frame per step: the image grids above the plot panel with its cursor."""
     out = to_numpy(out)
     images, _, _ = split_keys(out)
@@ -268,21 +271,21 @@ def video_frames(out: dict, observe: int, scale: int = 2, dream: bool = False,
     if images:
         grid_width = max(out[f"{k}/truth"].shape[0] * (out[f"{k}/truth"].shape[3] * scale + 2 * BORDER)
                          for k in images)
-    panel = Panel(out, observe, errors, min_width=grid_width, dream=dream)
+    panel = Panel(out, observe, errors, min_width=grid_width, dream=dream, probe=probe)
     rows = [image_rows(out, k) for k in images]
-    return [stack([grid_frame(r, t, observe, scale, dream) for r in rows] + [panel.at(t)])
+    return [stack([grid_frame(r, t, observe, scale, dream, probe) for r in rows] + [panel.at(t)])
             for t in range(length)]
 
 
 def still(out: dict, observe: int, scale: int = 1, dream: bool = False,
-          errors: dict | None = None) -> np.ndarray:
+          errors: dict | None = None, probe: bool = False) -> np.ndarray:
     """The whole rollout as one image: image strips (time left to right) above the plot panel."""
     out = to_numpy(out)
     images, _, _ = split_keys(out)
     errors = open_loop_error(out, observe) if errors is None else errors
-    strips = [strip(out, k, observe, scale, dream) for k in images]
+    strips = [strip(out, k, observe, scale, dream, probe) for k in images]
     panel = Panel(out, observe, errors, min_width=min(1200, max([s.shape[1] for s in strips] or [0])),
-                  dream=dream)
+                  dream=dream, probe=probe)
     return stack(strips + [panel.image])
 
 
@@ -321,9 +324,10 @@ def write_image(image: np.ndarray, path) -> None:
 
 
 def write_open_loop(out: dict, observe: int, path, dream: bool = False, fps: float = 8.0,
-                    scale: int = 2) -> dict[str, np.ndarray]:
+                    scale: int = 2, probe: bool = False) -> dict[str, np.ndarray]:
     """Write an agent.report/dream dict to `path` (.gif/.mp4: one frame per step; .png: one still);
-    return the open-loop error per key, each [T] (see error_table to print it)."""
+    return the open-loop error per key, each [T] (see error_table to print it). `probe`: the model's
+    pictures come from a decoder on stop-gradient features (agent.objective barlow), labelled so."""
     import pathlib
 
 
@@ -333,9 +337,9 @@ def write_open_loop(out: dict, observe: int, path, dream: bool = False, fps: flo
         raise UserError(f"cannot write {path}: use a .gif, .mp4 or .png file name")
     errors = open_loop_error(out, observe)
     if path.suffix.lower() == ".png":
-        write_image(still(out, observe, _still_scale(out, scale), dream, errors), path)
+        write_image(still(out, observe, _still_scale(out, scale), dream, errors, probe), path)
     else:
-        write_frames(video_frames(out, observe, scale, dream, errors), path, fps)
+        write_frames(video_frames(out, observe, scale, dream, errors, probe), path, fps)
     return errors
 
 

@@ -273,7 +273,8 @@ class Learner:
         def draw():
             try:
                 for suffix in (".gif", ".png") if render.split_keys(out)[0] else (".png",):
-                    render.write_open_loop(out, observe, path.with_suffix(suffix))
+                    render.write_open_loop(out, observe, path.with_suffix(suffix),
+                                           probe=self.config.agent.objective == "barlow")
             except Exception as e:  # a rendering problem must not stop training
                 print(f"learner: video failed: {e}", flush=True)
 

@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out or default_out(args.logdir, meta.get("updates"), args.dream)
     print(f"viz: rendering {batch['is_first'].shape[0]} sequences x {length} steps "
           f"({observe} observed) to {path}", flush=True)
-    errors = render.write_open_loop(out, observe, path, args.dream, args.fps, args.scale)
+    errors = render.write_open_loop(out, observe, path, args.dream, args.fps, args.scale,
+                                    probe=config.agent.objective == "barlow")
     print(render.error_table(errors, observe))
     print(f"wrote {path}")
     return 0

@@ -166,6 +166,11 @@ def test_render_frames_borders_and_vector_only_reports():
     assert np.all(errors["reward"] == 0)
     frames = render.video_frames(out, k, scale=3)
     assert len(frames) == t and len({f.shape for f in frames}) == 1
+    # agent.objective barlow: the model row is a probe decoder's, and says so
+    assert render.row_labels(False, probe=True) == ("truth", "model (probe)", "error")
+    assert render.row_labels(True, probe=True) == ("replay", "dream (probe)", "error")
+    probed = render.video_frames(out, k, scale=3, probe=True)
+    assert probed[0].shape == frames[0].shape and not np.array_equal(probed[0], frames[0])
     tile = render.tile(truth[0, 0, ..., 0].repeat(3).reshape(8, 8, 3), 0, True, 3)
     assert tile.shape == (8 * 3 + 2 * render.BORDER,) * 2 + (3,)
     assert tuple(tile[0, 0]) == render.OBSERVED
