@@ -328,7 +328,9 @@ def saved(path: str | pathlib.Path) -> Config:
         if old in flat:
             flat[new] = value(flat.pop(old))
     with _naming(path):
-        return defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
+        config = defaults().update({k: v for k, v in flat.items() if k not in RETIRED})
+        check_values(config)
+    return config
 
 
 def presets() -> dict[str, dict]:
@@ -389,6 +391,8 @@ def resolve(names: list[str] | tuple[str, ...] = (), overrides: Mapping[str, Any
         for where, body in _preset(name, table):
             with _naming(where) if where else contextlib.nullcontext():
                 config = config.update(body)
+                if where:  # a preset file of the user's: its values' errors name it
+                    check_values(config)
     config = config.update(overrides or {})
     check_values(config)
     return config

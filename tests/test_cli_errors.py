@@ -245,10 +245,11 @@ WRONG_SHAPES = [  # issue 33: a traceback, or an unknown key without the file, b
     ("agent:\n  enc: [4, 4]\n", r"'agent\.enc' must be a mapping of keys, got a list"),
     ("env:\n  name: dreamer_live/Catcher-v0\n  sizee: 4\n",
      r"unknown config key 'env\.sizee' \(did you mean 'env\.size'\?\)"),
+    ("actor:\n  hz: -5\n", r"config key 'actor\.hz' must be .*got -5"),
 ]
 
 
-@pytest.mark.parametrize("text, message", WRONG_SHAPES, ids=["list", "scalar", "nested", "typo"])
+@pytest.mark.parametrize("text, message", WRONG_SHAPES, ids=["list", "scalar", "nested", "typo", "range"])
 @pytest.mark.parametrize("where", ["logdir", "preset"])
 def test_wrong_shaped_config_file_is_one_line_naming_it(tmp_path, where, text, message, record_property):
     """A logdir's config.yaml on restart, and a preset file named with --configs, are read by one
