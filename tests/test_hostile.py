@@ -588,13 +588,18 @@ def test_learner_skips_checkpoints_a_full_disk_refuses_keeps_the_older_ones_and_
             newer = f"state_{int(max(at, key=int)) + 1:08d}.msgpack"
             poll("a checkpoint once the disk has room", lambda: max(p.name for p in folder.glob(
                 "state_*.msgpack")) >= newer, timeout=60)
+            fill(disk)  # full again: the save at exit fails, and the exit line says so
             learner.send_signal(signal.SIGTERM)
             assert learner.wait(120) == 0, out.read_text()
         finally:
             learner.kill()
             learner.wait()
         assert all(finite_file(p) for p in folder.glob("state_*.msgpack"))
-        assert "Traceback" not in out.read_text()
+        text = out.read_text()
+        assert "Traceback" not in text
+        newest = max(p.name for p in folder.glob("state_*.msgpack"))
+        assert re.search(r"learner: stopped \(SIGTERM\) at \d+ updates .*; checkpoint not saved, the "
+                         rf"newest kept {re.escape(str(folder / newest))}$", text, re.M), text[-2000:]
 
 
 def test_a_params_folder_deleted_during_a_run_comes_back_and_the_exit_line_claims_no_lost_version(

@@ -206,12 +206,13 @@ class Learner:
         if window["updates"]:
             self._log(window, reader, env_steps, version, batch_steps)
         last, version = version, self._publish(publisher, agent, state, version)
-        self._checkpoint(checkpointer, state, env_steps, version)
-        # only a version this exit wrote: an older one may be gone with its folder
+        saved = self._checkpoint(checkpointer, state, env_steps, version)
+        # only a version and a checkpoint this exit wrote: an older one may be gone with its folder
         published = f"published v{version}" if version != last else "parameters not published"
+        kept = (f"checkpoint {checkpointer.path}" if saved
+                else f"checkpoint not saved, the newest kept {checkpointer.path or 'none'}")
         self.logger.message(f"\nlearner: stopped ({reason}) at {self.updates} updates "
-                            f"({self.updates - started} this run); {published}; "
-                            f"checkpoint {checkpointer.path or 'none'}")
+                            f"({self.updates - started} this run); {published}; {kept}")
         return state
 
     def _skipped(self, window) -> None:
@@ -226,16 +227,19 @@ class Learner:
                 f"or infinity; learner.max_skipped) at {self.updates} updates; none was published "
                 "or checkpointed: lower agent.opt.lr or check the replay, then resume")
 
-    def _checkpoint(self, checkpointer, state, env_steps, version) -> None:
-        """Save a checkpoint; one the disk refuses (full) is skipped with one line, the older kept."""
+    def _checkpoint(self, checkpointer, state, env_steps, version) -> bool:
+        """Save a checkpoint; one the disk refuses (full) is skipped with one line, the older kept.
+        Whether it was saved."""
         self.meta.update(updates=self.updates, env_steps=int(env_steps), version=int(version))
         try:
             checkpointer.save(state, self.meta)
+            return True
         except OSError as e:
             self.logger.message(
                 f"learner: checkpoint at {self.updates} updates skipped, cannot write "
                 f"{checkpointer.directory} ({e.strerror or e}); keeping {checkpointer.describe()}; "
                 "going on")
+            return False
 
     def _publish(self, publisher, agent, state, version: int) -> int:
         """Publish the policy; the new version, or `version` when the disk refuses it."""
