@@ -877,6 +877,32 @@ def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stor
     assert re.search(r"actor 0 \| step \d+ \|.* \| bad obs \d+", result.stdout), result.stdout
 
 
+def test_eval_and_viz_episodes_end_at_a_bad_observation_as_the_actor_does():
+    """actor.core.play_episode (eval, viz, the synchronous trainer) checks each observation as the
+    actor does: NaN at step 5 ends the episode at step 4, marked is_last, said in its result, and
+    neither the policy nor the returned steps see it."""
+    import jax
+
+    from dreamer_live import config as configlib
+    from dreamer_live.actor.core import ActorCore, play_episode
+    from dreamer_live.agent import Agent
+    from dreamer_live.envs import make_env
+
+    config = configlib.resolve(["debug"], {"env.name": "misbehaving_envs:Misbehaving-v0", "env.obs": "vector",
+                                           "env.clock": "lockstep", "env.kwargs": {"fault": "nan", "at": 5}})
+    env = make_env(config)
+    try:
+        agent = Agent(config, env.obs_space, env.act_space)
+        core = ActorCore(agent, "eval", agent.init_policy(jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
+        episode = play_episode(env, core, 100)
+    finally:
+        env.close()
+    assert "non-finite" in episode["bad_obs"] and episode["length"] == 4
+    steps = episode["steps"]
+    assert len(steps["is_last"]) == 5 and steps["is_last"][-1] and not steps["is_terminal"].any()
+    assert np.isfinite(steps["vector"]).all()
+
+
 @pytest.mark.parametrize("fault, error", [
     ("raise", "RuntimeError: the game crashed at step 50"),
     ("reshape", r"its observation does not match its declared space: 'vector' is \(5,\) float32, "

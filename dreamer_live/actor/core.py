@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer_live import steps
+from dreamer_live import spaces, steps
+from dreamer_live.errors import UserError
 
 
 def make_policy(agent, mode: str):
@@ -83,13 +84,23 @@ def replay_step(obs: dict, action: np.ndarray, tick_time: float | None = None,
 
 def play_episode(env, core: ActorCore, max_steps: int, pacer=None) -> dict:
     """One episode (at most max_steps steps) with `core`, in lockstep, or ticked by `pacer` for an env
-    on its own clock; returns {"return", "length", "steps": {key: [T, ...]} as replay stores them}."""
+    on its own clock; returns {"return", "length", "steps": {key: [T, ...]} as replay stores them,
+    "bad_obs": why an observation was bad, or ""}. Observations are checked as the actor checks them
+    (spaces.check_obs): one with NaN or infinity ends the episode at the step before, marked is_last,
+    and reaches neither the policy nor the steps; another shape or dtype raises ObservationError."""
+    spec = spaces.obs_spec({k: env.obs_space[k] for k in steps.replay_keys(env.obs_space)})
     obs = env.reset()
+    bad = spaces.check_obs(obs, spec)
     if pacer is not None:
         pacer.start()
     record: dict[str, list] = {}
     total, length = 0.0, 0
     for _ in range(max_steps):
+        if bad:
+            if not record:
+                raise UserError(f"the env's first observation is bad ({bad})")
+            record["is_last"][-1] = np.asarray(True)
+            break
         action = core.select_action(obs)
         for k, value in core.replay_step(obs, action).items():
             record.setdefault(k, []).append(np.asarray(value))
@@ -102,4 +113,6 @@ def play_episode(env, core: ActorCore, max_steps: int, pacer=None) -> dict:
         if pacer is not None:  # the game runs on: hold the keys for one tick, then look
             pacer.wait()
         obs = env.observe()
-    return {"return": total, "length": length, "steps": {k: np.stack(v) for k, v in record.items()}}
+        bad = spaces.check_obs(obs, spec)
+    return {"return": total, "length": length, "bad_obs": bad,
+            "steps": {k: np.stack(v) for k, v in record.items()}}

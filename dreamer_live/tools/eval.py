@@ -153,6 +153,8 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
             lengths.append(ep["length"])
             logger.write(updates, {"eval/return": ep["return"], "eval/length": ep["length"], **played})
             capped = "" if ep["steps"]["is_last"][-1] else f" (stopped at --max-steps {max_steps})"
+            if ep["bad_obs"]:
+                capped = f" (ended at a bad observation: {ep['bad_obs']})"
             print(f"eval: episode {i + 1}/{episodes}: return {ep['return']:.2f}, length "
                   f"{ep['length']}{capped}, {time.perf_counter() - began:.1f}s", flush=True)
             if best is None or ep["return"] > best["return"]:
