@@ -58,7 +58,8 @@ def test_a_full_profile_parses():
         launch={"command": ["{python}", "-c", "pass", "{profile_dir}/x"], "startup_s": 5},
         actions={"idle": [], "right_jump": ["Right", "SPACE"], "run": ["ctrl", "control"]},
         memory={"pointer_size": 4, "values": {
-            "x": {"module": "game.exe", "offset": "0x1A2B", "offsets": ["10", 0x1E8], "type": "f32"},
+            "x": {"module": "game.exe", "offset": "0x1A2B", "offsets": ["10", 0x1E8], "type": "f32",
+                  "range": [0, 20000]},
             "coins": {"address": 0x7FF000, "type": "i32"}}},
         obs={"size": [64, 64], "grayscale": True, "vector": ["x", "coins"]},
         reward={"x": 0.01, "coins": 1},
@@ -70,6 +71,7 @@ def test_a_full_profile_parses():
     x = p.values[0]
     assert (x.module, x.offset, x.offsets, x.type, x.size) == ("game.exe", 0x1A2B, (0x10, 0x1E8), "f32", 4)
     assert x.describe() == '"game.exe"+1A2B -> [+10] -> [+1E8]'
+    assert (x.low, x.high) == (0, 20000) and p.values[1].high == float("inf")
     assert p.pointer_size == 4 and p.region == (0, 20, 640, 460) and p.size == (64, 64)
     assert p.reward == (RewardTerm("x", 0.01), RewardTerm("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
@@ -133,6 +135,10 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
      "playing: expects a list of conditions"),
     ({"memory": {"values": {"x": {"address": 1}}}, "playing": [{"value": "y", "above": 0}]},
      "playing[0].value: no memory value 'y'"),
+    ({"memory": {"values": {"x": {"address": 1, "range": [5, 1]}}}},
+     "memory.values.x.range: low must not exceed high"),
+    ({"memory": {"values": {"x": {"address": 1, "range": [0, "a lot"]}}}},
+     "memory.values.x.range[1]: expects a number"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"wieght": 1}}},
      "reward.x.wieght: unknown key (did you mean 'reward.x.weight'?)"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"increases_only": True}}},

@@ -266,6 +266,15 @@ class _Checker:
             return Condition(value, op, after_steps=after)
         return Condition(value, op, self.number(node[op], f"{where}.{op}"), after)
 
+    def bounds(self, node: Any, where: str, what: str) -> tuple[float, float]:
+        """[low, high] with low <= high."""
+        if not isinstance(node, (list, tuple)) or len(node) != 2:
+            raise self.fail(where, f"expects [low, high] {what}, got {node!r}")
+        low, high = (self.number(v, f"{where}[{i}]") for i, v in enumerate(node))
+        if low > high:
+            raise self.fail(where, f"low must not exceed high, got {node!r}")
+        return low, high
+
     def reward_term(self, name: str, node: Any, where: str) -> RewardTerm:
         """A weight, or {weight, increases_only, clip: [low, high], restart}."""
         if not isinstance(node, Mapping):
@@ -282,12 +291,7 @@ class _Checker:
         if increases_only:
             low = 0.0
         if "clip" in node:
-            clip = node["clip"]
-            if not isinstance(clip, (list, tuple)) or len(clip) != 2:
-                raise self.fail(f"{where}.clip", f"expects [low, high] of the change, got {clip!r}")
-            low, high = (self.number(v, f"{where}.clip[{i}]") for i, v in enumerate(clip))
-            if low > high:
-                raise self.fail(f"{where}.clip", f"low must not exceed high, got {clip!r}")
+            low, high = self.bounds(node["clip"], f"{where}.clip", "of the change")
         restart = self.number(node["restart"], f"{where}.restart") if "restart" in node else None
         return RewardTerm(name, self.number(node["weight"], f"{where}.weight"), low, high, restart)
 
@@ -305,16 +309,10 @@ class _Checker:
         offsets = node.get("offsets") or []
         if not isinstance(offsets, (list, tuple)):
             raise self.fail(f"{where}.offsets", f"expects a list of offsets, got {offsets!r}")
-        low, high = -float("inf"), float("inf")
-        if "range" in node:
-            bounds = node["range"]
-            if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
-                raise self.fail(f"{where}.range", f"expects [low, high] of plausible readings, got {bounds!r}")
-            low, high = (self.number(v, f"{where}.range[{i}]") for i, v in enumerate(bounds))
-            if low > high:
-                raise self.fail(f"{where}.range", f"low must not exceed high, got {bounds!r}")
-        return ValueSpec(low=low, high=high,
-            name=name, type=kind,
+        low, high = (self.bounds(node["range"], f"{where}.range", "of plausible readings")
+                     if "range" in node else (-float("inf"), float("inf")))
+        return ValueSpec(
+            name=name, type=kind, low=low, high=high,
             address=self.integer(node["address"], f"{where}.address") if has_address else None,
             module=self.string(node.get("module"), f"{where}.module") or None,
             offset=self.integer(node.get("offset", 0), f"{where}.offset"),
