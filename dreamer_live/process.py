@@ -18,6 +18,16 @@ from dreamer_live.errors import UserError
 PARENT_ENV = "DREAMER_LIVE_PARENT"
 
 
+def describe_exit(code: int) -> str:
+    """A child's exit status in words: 'exit code N' or 'killed by SIGNAME'."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 class StopFlag:
     """Set by SIGINT/SIGTERM (first one: finish cleanly; a second one: stop now) or by a dead parent."""
 

@@ -25,7 +25,7 @@ from dreamer_live.envs import tick_hz
 from dreamer_live.launch import rayrun
 from dreamer_live.launch.status import STOP_GRACE_S, Status
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
-from dreamer_live.process import PARENT_ENV
+from dreamer_live.process import PARENT_ENV, describe_exit
 from dreamer_live.transport import silent_after_s
 
 DEMO_PRESET = "catcher"
@@ -48,15 +48,6 @@ def say(text: str, error: bool = False, end: str = "\n") -> None:
         print(text, end=end, file=sys.stderr if error else sys.stdout, flush=True)
     except OSError:
         pass
-
-
-def _describe(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class Children:
@@ -106,7 +97,7 @@ class Children:
                 code = proc.poll()
                 if code is None or self.stopping:
                     continue
-                verb = "finished" if code == 0 else f"failed ({_describe(code)})"
+                verb = "finished" if code == 0 else f"failed ({describe_exit(code)})"
                 say(f"\nrun: {name} {verb}; stopping {' and '.join(self._running()) or 'nothing'}",
                     error=bool(code))
                 failure = code if code > 0 else (1 if code < 0 else 0)
@@ -119,7 +110,7 @@ class Children:
         status.update(tail.read())
         for name, proc in self.procs.items():
             if proc.returncode not in (0, None) and not failure:
-                say(f"run: {name} exited with {_describe(proc.returncode)}", error=True)
+                say(f"run: {name} exited with {describe_exit(proc.returncode)}", error=True)
                 failure = proc.returncode if proc.returncode > 0 else 1
         say(f"\nrun: done; {status.line()}; logdir {self.logdir}")
         return failure

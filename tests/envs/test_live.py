@@ -497,8 +497,11 @@ def test_focus_loss_pause_and_stop_release_keys(xvfb, tmp_path):
     conn.close()
 
 
-def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path):
-    """The game dies: the episode ends (not terminal), keys go up; reset launches it again."""
+def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path, capsys):
+    """The game dies: the episode ends (not terminal), keys go up; reset launches it again, first saying
+    how the game exited and where its output is (kept); close() stops the new one and removes its log."""
+    import re
+
     export = tmp_path / "launched.json"
     profile = write_profile(tmp_path, export, launch={"command": [
         "{python}", "-m", "dreamer_live.envs.games.catcher", "--window", "--export", str(export)]})
@@ -521,13 +524,19 @@ def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path):
                 break
         assert obs["is_last"] and not obs["is_terminal"]
         assert not key_down(conn, "Right")
+        first_log = live.launcher.log
         assert env.reset()["is_first"]  # relaunched and reconnected
         pids.append(json.loads(export.read_text())["pid"])
         assert pids[1] != pids[0] and live._reader.pid == pids[1]
         assert env.metrics()["live/reconnects"] >= 1
+        said = re.findall(r"live: the game \(pid (\d+)\) exited on its own with (.*); its output is in (.*)",
+                          capsys.readouterr().out)
+        assert said == [(str(pids[0]), "killed by SIGKILL", str(first_log))] and first_log.exists()
     finally:
         env.close()
     assert not os.path.exists(f"/proc/{pids[-1]}")  # close() stopped the game it launched
+    assert not live.launcher.log.exists()
+    first_log.unlink()
     conn.close()
 
 

@@ -12,6 +12,7 @@ import pathlib
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from dreamer_live.envs.live.memory import find_pids
 from dreamer_live.envs.live.profile import TYPES, Profile, ValueSpec
 from dreamer_live.envs.live.window import Window
 from dreamer_live.errors import UserError, did_you_mean
+from dreamer_live.process import describe_exit
 
 Sleep = Callable[[float], None]
 
@@ -65,11 +67,16 @@ class GameLauncher:
     def __init__(self, profile: Profile, launch: str, display: str = ""):
         self.profile, self.enabled, self.display = profile, may_launch(profile, launch), display
         self.process: subprocess.Popen | None = None
+        self.log: pathlib.Path | None = None  # the running game's stdout and stderr
 
     def start_if_needed(self) -> bool:
-        """Launch unless off or already running; whether it started now."""
+        """Launch unless off or already running; whether it started now. A game this launcher started
+        that exited on its own is said in one line first, with its exit status and where its output is."""
         if not self.enabled or (self.process is not None and self.process.poll() is None):
             return False
+        if self.process is not None:
+            print(f"live: the game (pid {self.process.pid}) exited on its own with "
+                  f"{describe_exit(self.process.returncode)}; its output is in {self.log}", flush=True)
         p = self.profile
         command = [p.expand(a) for a in p.launch]
         env = dict(os.environ)
@@ -80,17 +87,21 @@ class GameLauncher:
         cwd = p.expand(p.launch_cwd) or None
         print(f"live: starting the game with {p.path}'s launch.command"
               f"{f' in {cwd}' if cwd else ''}: {command_line(command)}", flush=True)
+        # The game's own output, kept for when it closes by itself (a crash's message, a core dump's).
+        handle, name = tempfile.mkstemp(prefix=f"dreamer_live-{p.name}-", suffix=".log")
+        self.log = pathlib.Path(name)
         try:
-            self.process = subprocess.Popen(
-                command, cwd=cwd, env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with os.fdopen(handle, "wb") as log:
+                self.process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                                stdout=log, stderr=subprocess.STDOUT)
         except OSError as e:
             raise UserError(f"{p.path}: launch.command {command[0]!r} cannot start: {e.strerror}"
                             ) from None
         return True
 
     def stop(self) -> None:
-        """Terminate the game this launcher started (if it still runs)."""
+        """Terminate the game this launcher started (if it still runs) and remove its output log; the
+        log of a game that exited on its own stays (its line named it)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -98,6 +109,8 @@ class GameLauncher:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+            if self.log is not None:
+                self.log.unlink(missing_ok=True)
 
 
 def find_window(windows, profile: Profile, launcher: GameLauncher, wait_s: float, deadline: float,
