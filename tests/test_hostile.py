@@ -744,7 +744,8 @@ def test_actor_holds_what_a_full_disk_refuses_keeps_playing_then_stops_with_one_
 def freezable_disk(path: pathlib.Path):
     """An ext4 file system in a 64 MiB loop file, mounted at `path`, whose writes block while it is
     frozen (`fsfreeze -f`), as a stalled share's do (root with loop devices only: skipped otherwise)."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("fsfreeze") is None:
+    if (not sys.platform.startswith("linux") or os.geteuid() != 0
+            or not (shutil.which("fsfreeze") and shutil.which("mkfs.ext4"))):
         pytest.skip("a stalled share needs fsfreeze on a loop-mounted ext4, which only root can mount")
     path.mkdir(parents=True, exist_ok=True)
     image = path.with_name(path.name + ".img")
