@@ -878,6 +878,16 @@ def test_non_finite_observations_end_the_episode_at_the_actor_and_are_never_stor
     assert re.search(r"actor 0 \| step \d+ \|.* \| bad obs \d+", result.stdout), result.stdout
 
 
+def test_a_paced_env_that_fails_names_its_own_error(tmp_path):
+    """With --env.pace_hz the env steps on its own clock thread: its failure is still one line naming
+    the env's error (RuntimeError: the game crashed ...), not the clock wrapper."""
+    result = misbehaving_actor(tmp_path, "raise", 50, "--actor.steps", "300",
+                               "--env.pace_hz", "250")
+    lines = stderr_lines(result.stderr)
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert "RuntimeError: the game crashed at step 50" in lines[0] and "clock" not in lines[0], lines[0]
+
+
 def test_eval_and_viz_episodes_end_at_a_bad_observation_as_the_actor_does():
     """actor.core.play_episode (eval, viz, the synchronous trainer) checks each observation as the
     actor does: NaN at step 5 ends the episode at step 4, marked is_last, said in its result, and

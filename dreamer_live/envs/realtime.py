@@ -98,8 +98,10 @@ class RealtimeRunner(Wrapper):
         self.env.close()
 
     def _raise(self) -> None:
+        """The wrapped env's own error from the clock thread, raised again here (its traceback
+        shows the clock thread's frames), so a failure names the env's error, not this wrapper."""
         if self._error is not None:
-            raise RuntimeError("the real-time env failed in its clock thread") from self._error
+            raise self._error
 
     def _run(self) -> None:
         try:
