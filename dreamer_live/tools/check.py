@@ -16,10 +16,10 @@ from __future__ import annotations
 import sys
 import time
 
-import gymnasium
 import numpy as np
 
 from dreamer_live import cli
+from dreamer_live.actor.core import random_action
 from dreamer_live.envs import make_env, tick_hz
 from dreamer_live.errors import UserError
 from dreamer_live.pacer import Pacer
@@ -49,13 +49,6 @@ class Tally:
         return (f"check: {self.steps} steps in {seconds:.1f} s ({self.steps / max(seconds, 1e-9):.1f} "
                 f"ticks/s, {late} late), episode ends: {self.deaths} deaths, {self.cuts} cut; rewards {self.gained:+.3f} / {self.lost:+.3f}"
                 + (f"; values: {ranges}" if ranges else ""))
-
-
-def random_action(space, rng) -> np.ndarray:
-    """A uniformly random action as the actor hands it to the env (one-hot for a discrete space)."""
-    if isinstance(space, gymnasium.spaces.Discrete):
-        return np.eye(space.n, dtype=np.float32)[rng.integers(space.n)]
-    return rng.uniform(space.low, space.high).astype(np.float32)
 
 
 def play(env, seconds: float, hz: float, rng, watch: bool, out=sys.stdout) -> Tally:
