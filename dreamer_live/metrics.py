@@ -173,7 +173,8 @@ class Logger:
                 kind = item[0]
                 if kind == "flush":
                     item[1].set()
-                elif kind == "close":
+                    continue
+                if kind == "close":
                     break
                 try:
                     if kind == "status":

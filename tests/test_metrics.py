@@ -21,12 +21,14 @@ def test_logger_lines_arrive_in_order_with_plain_values(tmp_path):
     assert read_lines(tmp_path / "metrics.jsonl", "learner") == []
 
 
-def test_flush_returns_once_every_queued_line_is_written_and_after_close_at_once(tmp_path):
+def test_flush_returns_once_every_queued_line_is_written_and_after_close_at_once(tmp_path, capsys):
     logger = Logger(tmp_path, "actor", quiet=True, tensorboard=False)
     for step in range(200):
         logger.write(step, {"x": step})
+    logger.message("a message")
     logger.flush()
     assert [r["step"] for r in read_lines(tmp_path / "metrics.jsonl")] == list(range(200))
+    assert capsys.readouterr().out == "a message\n"  # the flush itself prints nothing
     logger.write(200, {"x": 200})
     logger.close()
     began = time.monotonic()
