@@ -28,8 +28,18 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
+def say(line: str) -> None:
+    """One line on stderr, from a signal handler too (a closed terminal is no error)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 class StopFlag:
-    """Set by SIGINT/SIGTERM (first one: finish cleanly; a second one: stop now) or by a dead parent."""
+    """Set by SIGINT/SIGTERM or by a dead parent. The first signal asks for a clean finish; the second
+    is said in one line and changes nothing (cutting the save short would lose replay steps or the
+    checkpoint); a third quits at once, saying what was not saved."""
 
     def __init__(self, name: str):
         self.name = name
@@ -46,9 +56,14 @@ class StopFlag:
 
     def _handle(self, signum, frame) -> None:
         self._signals += 1
-        if self._signals > 1:  # asked twice: the person wants it gone now
-            raise KeyboardInterrupt
-        self.set(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self._signals == 1:
+            self.set(name)
+        elif self._signals == 2:
+            say(f"\n{self.name}: {name}: already stopping, saving first; a third quits without saving")
+        else:
+            say(f"\n{self.name}: {name}: quitting now; what was not yet saved is lost")
+            os._exit(130)
 
     def set(self, reason: str) -> None:
         """Ask the loop to stop, giving the reason shown on exit."""

@@ -455,8 +455,10 @@ def test_a_replay_folder_deleted_mid_run_comes_back_and_keeps_every_later_step(t
     assert seqs == list(range(max(c.seq for c in old) + 1, seqs[-1] + 1))  # no gap after the deletion
     played = int(re.search(r"actor 0: stopped \(SIGINT\) after (\d+) steps", said["actor"]).group(1))
     kept = sum(c.length for c in old) + sum(c.length for c in new)
-    actor_said = re.findall(rf".*replay: {re.escape(str(replay))} was gone; making it again with "
-                            r"spaces.json, writing on from chunk .*", said["actor"])
+    actor_said = re.findall(rf".*replay: {re.escape(str(replay))} was gone \(deleted, or its logdir "
+                            rf"renamed or moved\); the {sum(c.length for c in old)} steps written before "
+                            r"are in the old folder, wherever it went; making it again with spaces.json, "
+                            r"writing on from chunk .*", said["actor"])
     learner_said = re.findall(rf".*replay: {re.escape(str(replay))} (?:shrank|is gone): \d+ chunks "
                               r"\(\d+ steps\) loaded from it are no longer on disk; training goes on with "
                               r"the \d+ steps held in memory and new chunks.*", said["learner"])

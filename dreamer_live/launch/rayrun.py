@@ -7,9 +7,10 @@ stay. In it run the Hub (dreamer_live/transport/raylink.py: chunks into DIR/repl
 parameters), the learner and N actors, each a Ray actor running the ordinary loop (learner.Learner,
 actor.run_actor) with its transport ends routed through Ray; actor k plays its own env as writer id
 actor.id + k. Ray restarts a process that dies (ray.max_restarts) and runs the loop again: an actor
-continues with a new replay stream, the learner from its checkpoint. Ctrl-C (or SIGTERM) asks every loop
-to stop as a signal would (replay flushed, checkpoint written); a loop that ends by itself stops the
-others, as in the two-process launcher.
+continues with a new replay stream, the learner from its checkpoint. Ctrl-C, SIGTERM or SIGHUP (the
+terminal closed) is said in one line and asks every loop to stop as a signal would (replay flushed,
+checkpoint written); another while they stop is said in one line and changes nothing; a loop that ends
+by itself stops the others, as in the two-process launcher.
 
 This module imports neither Ray nor JAX at the top: the learner lowers its priority before JAX starts.
 """
@@ -28,7 +29,7 @@ from dreamer_live.actor.loop import run_actor
 from dreamer_live.config import Config
 from dreamer_live.envs import tick_hz
 from dreamer_live.errors import UserError
-from dreamer_live.launch.status import STOP_GRACE_S, Status
+from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status, say
 from dreamer_live.learner.loop import run_learner
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import StopFlag
@@ -57,7 +58,7 @@ class LastWords:
     def __exit__(self, kind, value, traceback) -> None:
         sys.stdout, sys.stderr = self.saved
         if kind is not None:
-            say(self.take())
+            say_last_words(self.take())
 
     def take(self) -> list[tuple[str, str]]:
         """What was kept, (stream name, text) in order; kept no longer."""
@@ -84,12 +85,10 @@ class _Diverted:
         return getattr(self.stream, name)
 
 
-def say(words) -> None:
+def say_last_words(words) -> None:
     """Print a loop's last words (LastWords.take()), each piece on its own stream."""
     for name, text in words or ():
-        print(text, end="", file=getattr(sys, name))
-    sys.stdout.flush()
-    sys.stderr.flush()
+        say(text, error=name == "stderr", end="")
 
 
 class Worker:
@@ -139,6 +138,10 @@ class RayRun:
         machine (the logdir's) and ray.actors actors wherever Ray places them."""
         os.environ[NO_STATUS_ENV] = "1"  # the launcher draws the one status line
         cfg = self.config.ray
+        if hasattr(signal, "SIGHUP"):
+            # A closed terminal hangs up the whole process group, the private cluster's processes
+            # too, which would die of it unsaved: they inherit this ignore; the launcher stops them.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
         ray, context = raycluster.connect(cfg.address, max(os.cpu_count() or 1,
                                                 math.ceil(cfg.actors * cfg.actor_cpus + cfg.learner_cpus)))
         self.where = raycluster.describe(context)
@@ -149,8 +152,8 @@ class RayRun:
         if raycluster.hub_exists(ray):
             raise UserError(f"the Ray cluster at {self.where} already runs a dreamer_live learner "
                             f"(its {raylink.HUB_NAME}); one run per cluster")
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.hub = ray.remote(raylink.Hub).options(
             name=raylink.HUB_NAME, num_cpus=0, max_restarts=-1, max_task_retries=-1,
@@ -182,12 +185,23 @@ class RayRun:
         status = Status(tick_hz(self.config), silent_after_s(self.config))
         tty = sys.stdout.isatty()
         last_draw, failure, forwarded, deadline = 0.0, 0, 0, float("inf")
+        said_waiting = False
         while runs and time.monotonic() < deadline:
             done, _ = ray.wait(list(runs), num_returns=1, timeout=0.2)
             if self.signals > forwarded:
+                # as the two-process launcher: the first is forwarded, a later one said once and
+                # forwarded no further (it would cut the loops' saving short)
+                running = " and ".join(runs.values())
+                if not self.stopping:
+                    say(f"\nrun: {self.signal_name}; stopping {running} (each saves before it exits)")
+                    self._stop_all(self.signal_name)
+                    deadline = time.monotonic() + STOP_GRACE_S
+                elif not said_waiting:
+                    said_waiting = True
+                    say(f"\nrun: {self.signal_name}: already stopping; waiting up to "
+                        f"{max(0.0, deadline - time.monotonic()):.0f} s for {running} to exit (each "
+                        "saves first), then tearing the cluster down")
                 forwarded = self.signals
-                self._stop_all(self.signal_name)
-                deadline = min(deadline, time.monotonic() + (STOP_GRACE_S if forwarded == 1 else 5))
             elif self.stopping and time.monotonic() - self.asked >= RESTOP_S:
                 # a loop whose process died after its stop() and was restarted by Ray runs its
                 # run() again in a Worker never asked to stop: ask those still running again
@@ -195,8 +209,7 @@ class RayRun:
             status.update(tail.read())
             if not self.config.run.quiet and time.monotonic() - last_draw >= (1.0 if tty else 30.0):
                 last_draw = time.monotonic()
-                print(("\r" if tty else "") + status.line() + ("" if tty else "\n"), end="",
-                      flush=True)
+                say(("\r" if tty else "") + status.line(), end="" if tty else "\n")
             for ref in done:
                 name = runs.pop(ref)
                 code = self._result(ray, ref, name)
@@ -204,29 +217,28 @@ class RayRun:
                     failure = code
                 if not self.stopping:
                     verb = "finished" if code == 0 else "failed"
-                    print(f"\nrun: {name} {verb}; stopping the others", flush=True,
-                          file=sys.stderr if code else sys.stdout)
+                    say(f"\nrun: {name} {verb}; stopping the others", error=bool(code))
                     self._stop_all(f"{name} {verb}")
                     deadline = time.monotonic() + STOP_GRACE_S
         for name in runs.values():
-            print(f"run: {name} did not stop in time; tearing the cluster down", file=sys.stderr)
+            say(f"run: {name} did not stop in time; tearing the cluster down", error=True)
             failure = failure or 1
         status.update(tail.read())
-        print(f"\nrun: done; {status.line()}; logdir {self.logdir}", flush=True)
+        say(f"\nrun: done; {status.line()}; logdir {self.logdir}")
         return failure
 
     def _result(self, ray, ref, name: str) -> int:
         try:
             code, words = ray.get(ref)
-            say(words)  # the loop's summary: Ray's forwarding of its output may not get there in time
+            say_last_words(words)  # the loop's summary: Ray's log relay may not get there in time
             return int(code or 0)
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else e
-            print(f"run: {name}: {'error: ' if isinstance(cause, UserError) else ''}"
-                  f"{str(cause).strip().splitlines()[-1]}", file=sys.stderr, flush=True)
+            say(f"run: {name}: {'error: ' if isinstance(cause, UserError) else ''}"
+                f"{str(cause).strip().splitlines()[-1]}", error=True)
             return 2 if isinstance(cause, UserError) else 1
         except ray.exceptions.RayError as e:  # died more often than ray.max_restarts
-            print(f"run: {name} is gone: {type(e).__name__}", file=sys.stderr, flush=True)
+            say(f"run: {name} is gone: {type(e).__name__}", error=True)
             return 1
 
     def _stop_all(self, reason: str, workers=None) -> None:

@@ -23,31 +23,19 @@ import time
 from dreamer_live import cli, config as configlib
 from dreamer_live.envs import tick_hz
 from dreamer_live.launch import rayrun
-from dreamer_live.launch.status import STOP_GRACE_S, Status
+from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status, say
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import PARENT_ENV, describe_exit
 from dreamer_live.transport import silent_after_s
 
 DEMO_PRESET = "catcher"
 CHILDREN = ("learner", "actor")
-# Signals that stop a run cleanly; SIGHUP: the terminal that started it closed.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                     if hasattr(signal, name))
 
 
 def default_logdir(configs: list[str]) -> pathlib.Path:
     """logdir/<presets>-<date-time> under the current folder."""
     name = "-".join(pathlib.Path(c).stem for c in configs) or "default"
     return pathlib.Path("logdir") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def say(text: str, error: bool = False, end: str = "\n") -> None:
-    """Print one of the launcher's lines (stderr when `error`); a terminal that is gone (SIGHUP)
-    does not stop the launcher from seeing its children out."""
-    try:
-        print(text, end=end, file=sys.stderr if error else sys.stdout, flush=True)
-    except OSError:
-        pass
 
 
 class Children:

@@ -12,9 +12,11 @@ RETRY_S, oldest first, together with every later chunk; `held()` says so for the
 Only when the oldest has waited `hold_s` does add() raise, and close() makes one last try; what it
 could not write is raised as one line: the steps lost and written, and how long the disk refused them.
 
-A folder deleted during a run is made again by the next chunk write, with the files it held beside the
-chunks when the Writer started (spaces.json: the actor saves it before making its sink), said in one
-line; every chunk not yet written when it went is kept.
+A folder deleted during a run (or gone with its logdir, renamed or moved) is made again by the next
+chunk write, with the files it held beside the chunks when the Writer started (spaces.json: the actor
+saves it before making its sink), said in one line with the steps the old folder took with it; every
+chunk not yet written when it went is kept. A folder that is there but another than the one written so
+far (the logdir moved back over a new one, a copy put in its place) is said the same way.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class Writer:
         self._closed = False
         self._beside = _read_beside(self.directory)  # written again if the folder loses them
         self._said_gone = False
+        self._identity = folder_identity(self.directory)  # the folder the chunks so far went to
         _remove_stale_temporaries(self.directory)
         self._thread = threading.Thread(target=self._run, name=f"replay-writer-{self.stream}",
                                         daemon=True)
@@ -254,20 +257,39 @@ class Writer:
             self.steps_written += steps
             self.chunks_written += 1
             self._said_gone = False
+            self._identity = folder_identity(self.directory)
         if not self._held:
             self._held_since, self._problem, self._gave_up = None, "", False
 
     def _restore_folder(self) -> None:
         """Write the files beside the chunks again where they are gone (write_atomic makes the folder
-        of a deleted replay, and so does the chunk write after); say when the folder was gone."""
-        if not self.directory.is_dir() and not self._said_gone:
+        of a deleted replay, and so does the chunk write after); say when the folder was gone or is
+        another one than the chunks so far went to."""
+        here = folder_identity(self.directory)
+        if here != self._identity and not self._said_gone:
             self._said_gone = True  # once until a chunk is written (a share gone: retried each second)
-            log.warning("replay: %s was gone; making it again%s, writing on from chunk %s",
-                        self.directory, f" with {', '.join(self._beside)}" if self._beside else "",
-                        self._held[0][0])
+            before = (f"the {self.steps_written} steps written before are in the old folder, wherever "
+                      "it went" if self.steps_written else "no steps were written before")
+            if here is None:
+                log.warning("replay: %s was gone (deleted, or its logdir renamed or moved); %s; making "
+                            "it again%s, writing on from chunk %s", self.directory, before,
+                            f" with {', '.join(self._beside)}" if self._beside else "", self._held[0][0])
+            else:
+                log.warning("replay: %s is another folder than the one written so far (moved or "
+                            "replaced); %s; writing on in it from chunk %s", self.directory, before,
+                            self._held[0][0])
         for name, data in self._beside.items():
             if not (self.directory / name).exists():
                 write_atomic(self.directory / name, data)
+
+
+def folder_identity(directory: pathlib.Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, None where it is gone: tells a folder from one made in its place."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _read_beside(directory: pathlib.Path) -> dict[str, bytes]:

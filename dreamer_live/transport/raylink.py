@@ -65,6 +65,9 @@ class Hub:
         self.replay.mkdir(parents=True, exist_ok=True)
         self.pointer: dict | None = None
         self.beat: dict | None = None
+        # The run's spaces.json, written again with the next chunk when DIR/replay was deleted
+        path = self.replay / spaceslib.FILE
+        self.spaces = path.read_bytes() if path.exists() else None
         self.token = uuid.uuid4().hex
         write_atomic(self.logdir / HUB_MARK, self.token.encode())
 
@@ -78,10 +81,11 @@ class Hub:
         why not."""
         spaceslib.parse(text)  # ValueError: not spaces.json within the sizes allowed
         path = self.replay / spaceslib.FILE
-        if not path.exists():
+        if not path.exists() and self.spaces is None:
             write_atomic(path, text.encode())
+            self.spaces = text.encode()
             return ""
-        if spaceslib.parse(path.read_text()) == spaceslib.parse(text):
+        if spaceslib.parse((self.spaces or path.read_bytes()).decode()) == spaceslib.parse(text):
             return ""
         return f"its spaces differ from the run's {path}, which the learner's agent is built for"
 
@@ -106,6 +110,11 @@ class Hub:
         if ChunkName.parse(name) is None:  # also keeps paths out: the name is all the file gets
             raise ValueError(f"not a chunk file name: {name!r}")
         path = self.replay / name
+        if self.spaces is not None and not (self.replay / spaceslib.FILE).exists():
+            gone = self.replay if not self.replay.is_dir() else self.replay / spaceslib.FILE
+            log.warning("replay: %s was gone; making it again with %s, writing on from chunk %s",
+                        gone, spaceslib.FILE, name)
+            write_atomic(self.replay / spaceslib.FILE, self.spaces)
         if not path.exists():  # shipped again after a lost acknowledgement: the same bytes
             write_atomic(path, data)
         return len(data)

@@ -381,6 +381,37 @@ def test_writer_flushes_on_time_without_further_adds(tmp_path):
         other.add({**make_step(0, 0), "note": "text"})
 
 
+def test_a_replay_folder_replaced_under_the_writer_is_said_with_the_steps_left_in_the_old(tmp_path,
+                                                                                          caplog):
+    """A logdir renamed mid-run and moved back over the one made meanwhile, in the writer's terms: the
+    folder it wrote to goes away, then another stands at its path. One line each time, naming the steps
+    that stayed in the folder before; every step is in one of the two folders."""
+    replay, old, older = tmp_path / "replay", tmp_path / "old", tmp_path / "older"
+    with caplog.at_level(logging.WARNING, logger="dreamer_live.replay"):
+        with Writer(replay, 0, chunk_steps=16) as writer:
+            for i in range(32):
+                writer.add(make_step(0, i))
+            writer.flush(wait=True)
+            replay.rename(old)  # gone: made again at the next write
+            for i in range(32, 48):
+                writer.add(make_step(0, i))
+            writer.flush(wait=True)
+            replay.rename(older)
+            replay.mkdir()  # another folder in its place
+            for i in range(48, 64):
+                writer.add(make_step(0, i))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        f"replay: {replay} was gone (deleted, or its logdir renamed or moved); the 32 steps written "
+        f"before are in the old folder, wherever it went; making it again, writing on from chunk "
+        f"{sorted(list_chunks(older))[0]}",
+        f"replay: {replay} is another folder than the one written so far (moved or replaced); the 48 "
+        f"steps written before are in the old folder, wherever it went; writing on in it from chunk "
+        f"{sorted(list_chunks(replay))[0]}"], said
+    lengths = [sum(c.length for c in list_chunks(d).values()) for d in (old, older, replay)]
+    assert lengths == [32, 16, 16]
+
+
 def test_from_config_and_chunk_file_names(tmp_path):
     cfg = config.resolve(["debug"])
     writer = Writer.from_config(cfg, tmp_path)

@@ -117,9 +117,11 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     - Ctrl-C to the hand-joined actor: it leaves with every step it played in DIR/replay, the run
       goes on (its --logdir is a folder of its own, as on another machine: its metric lines reach
       the run's metrics.jsonl through the Hub, each once);
-    - an actor SIGKILLed right before Ctrl-C to the run: the run still stops cleanly, that actor's
-      restarted process included (replay flushed, checkpoint written, every loop's summary printed,
-      exit 0), and no process of the run is left behind.
+    - an actor SIGKILLed right before the run's terminal hangs up (SIGHUP to its process group, the
+      private cluster's processes included), then Ctrl-C while it stops: each said in one line, and
+      the run still stops cleanly, that actor's restarted process included (replay flushed,
+      checkpoint written, every loop's summary printed, exit 0), and no process of the run is left
+      behind.
     """
     logdir, outbox, elsewhere = tmp_path / "run", tmp_path / "outbox", tmp_path / "elsewhere"
     run, out, text = start(
@@ -213,21 +215,27 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
         running("actor 0 ticking on after actor 5 left", lambda: ticks(logdir, 0, began), 10)
         seen.update(descendants(run.pid))
 
-        # an actor killed right before Ctrl-C: the run stops while Ray restarts it
+        # an actor killed right before the terminal hangs up: the run stops while Ray restarts it
         os.kill(pids[2], signal.SIGKILL)
+        os.killpg(run.pid, signal.SIGHUP)
+        poll("the hang-up said", lambda: "run: SIGHUP; stopping " in text(), 30)
     finally:
         if joined is not None and joined.poll() is None:
             stop(joined, joined_out)
         code = stop(run, out)
     log = text()
     assert code == 0, log[-4000:]
+    assert re.search(r"^run: SIGHUP; stopping (learner|actor \d)( and (learner|actor \d))+ \(each saves "
+                     r"before it exits\)$", log, re.M), log[-4000:]
+    assert re.search(r"^run: SIGINT: already stopping; waiting up to \d+ s for .* to exit \(each saves "
+                     r"first\), then tearing the cluster down$", log, re.M), log[-4000:]
     for k in range(ACTORS):
-        assert f"actor {k}: stopped (SIGINT)" in log and "replay flushed" in log, log[-4000:]
-    assert "learner: stopped (SIGINT)" in log
+        assert f"actor {k}: stopped (SIGHUP)" in log and "replay flushed" in log, log[-4000:]
+    assert "learner: stopped (SIGHUP)" in log
     # each loop's summary printed by the launcher itself (not "(Worker pid=N) ..." forwarded by Ray,
     # which loses what it has not forwarded when the cluster goes: a restarted actor's, in CI)
     for loop in [f"actor {k}" for k in range(ACTORS)] + ["learner"]:
-        assert re.search(rf"^{loop}: stopped \(SIGINT\)", log, re.M), log[-4000:]
+        assert re.search(rf"^{loop}: stopped \(SIGHUP\)", log, re.M), log[-4000:]
     assert list((logdir / "checkpoint").glob("state_*.msgpack"))
     assert {r["actor/pid"] for r in metricslib.read_lines(logdir / "metrics.jsonl", "actor")
             if r["actor/id"] == 2} - {pids[2]}, "actor 2 was not restarted before it stopped"
@@ -529,7 +537,8 @@ def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, t
     """An actor whose logdir is not the Hub's (another machine's copy of the path, here another
     folder) ships, beside its chunks, its spaces.json (the first actor's is kept: a learner whose
     actors are all elsewhere builds its agent from it) and its metric lines into the Hub's
-    DIR/metrics.jsonl, each once; an actor sharing the Hub's logdir sends no line (they are there)."""
+    DIR/metrics.jsonl, each once; an actor sharing the Hub's logdir sends no line (they are there).
+    The run's replay folder deleted, the Hub makes it again with the run's spaces.json."""
     import gymnasium
 
     from dreamer_live import config, spaces, transport
@@ -567,6 +576,12 @@ def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, t
         poll("actor 7's three lines in the run's metrics.jsonl", lambda: len(lines(7)) >= 3, 30)
         poll("actor 7's two chunks in the run's replay",
              lambda: replay_steps(run).get("7") == 8, 30)
+        written = (run / "replay" / spaces.FILE).read_bytes()
+        (run / "replay").rename(tmp_path / "gone")
+        for step in range(8, 12):
+            sinks[0].add({"x": np.full(2, step, np.float32), "is_last": np.bool_(False)})
+        poll("the next chunk in the run's replay made again", lambda: replay_steps(run).get("7") == 4, 30)
+        assert (run / "replay" / spaces.FILE).read_bytes() == written
         for sink in sinks:
             sink.close()
         assert lines(7) == [0, 1, 2] and lines(8) == [0, 1, 2]  # each line once
