@@ -7,10 +7,10 @@
 Prints the actor's tick rate and lateness, the learner's updates/s and train ratio, and the episode
 return over time: the mean of the first 10 episodes against the last 10 (a ratio is meaningless for
 returns that cross zero, so the difference is printed), and the first time the 10-episode moving
-average rose by RISE above the first 10 episodes' mean ("visibly rising") and first reached REACH. For
-Catcher (state or pixels) it also plays the same episodes (same tick rate and time cap, lockstep) with
-scripted players that read the state, for scale: uniformly random keys, always left, and a greedy
-player that steers the paddle under the fruit.
+average rose by RISE above the first 10 episodes' mean ("visibly rising") and first reached REACH
+(in minutes and in the learner's updates by then). For Catcher (state or pixels) it also plays the
+same episodes (same tick rate and time cap, lockstep) with scripted players that read the state, for
+scale: uniformly random keys, always left, and a greedy player that steers the paddle under the fruit.
 """
 
 from __future__ import annotations
@@ -65,12 +65,18 @@ def summarize(logdir: pathlib.Path) -> dict:
         out.update(episodes=len(episodes), return_first=float(first), return_last=float(last))
         moving = np.convolve(returns, np.ones(WINDOW) / WINDOW, mode="valid")
         rising = np.nonzero(moving[WINDOW:] >= first + RISE)[0]
+        def updates_at(seconds: float) -> int:  # the learner's updates by then (its last line)
+            return max((r["step"] for r in learn if r["time"] - t0 <= seconds), default=0)
+
         if rising.size:
             index = rising[0] + 2 * WINDOW - 1  # the episode that completes the window
             out["rising_after_min"] = episodes[index][0] / 60
+            out["rising_after_updates"] = updates_at(episodes[index][0])
         reached = np.nonzero(moving >= REACH)[0]
         if reached.size:
-            out[f"reached_{REACH:g}_after_min"] = episodes[reached[0] + WINDOW - 1][0] / 60
+            when = episodes[reached[0] + WINDOW - 1][0]
+            out[f"reached_{REACH:g}_after_min"] = when / 60
+            out[f"reached_{REACH:g}_after_updates"] = updates_at(when)
     return out
 
 
