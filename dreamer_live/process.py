@@ -28,10 +28,11 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def say(line: str) -> None:
-    """One line on stderr, from a signal handler too (a closed terminal is no error)."""
+def say(text: str, error: bool = False, end: str = "\n") -> None:
+    """Print a line of a launcher or a signal handler (stderr when `error`); a terminal that is gone
+    (SIGHUP) is no error: the process goes on seeing its work out."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(text, end=end, file=sys.stderr if error else sys.stdout, flush=True)
     except OSError:
         pass
 
@@ -60,9 +61,10 @@ class StopFlag:
         if self._signals == 1:
             self.set(name)
         elif self._signals == 2:
-            say(f"\n{self.name}: {name}: already stopping, saving first; a third quits without saving")
+            say(f"\n{self.name}: {name}: already stopping, saving first; a third quits without saving",
+                error=True)
         else:
-            say(f"\n{self.name}: {name}: quitting now; what was not yet saved is lost")
+            say(f"\n{self.name}: {name}: quitting now; what was not yet saved is lost", error=True)
             os._exit(130)
 
     def set(self, reason: str) -> None:

@@ -28,11 +28,11 @@ from dreamer_live import transport
 from dreamer_live.actor.loop import run_actor
 from dreamer_live.config import Config
 from dreamer_live.envs import tick_hz
-from dreamer_live.errors import UserError
-from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status, say
+from dreamer_live.errors import RunFailure, UserError
+from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status
 from dreamer_live.learner.loop import run_learner
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
-from dreamer_live.process import StopFlag
+from dreamer_live.process import StopFlag, say
 from dreamer_live.transport import raycluster, silent_after_s
 
 RESTOP_S = 1.0  # while stopping, loops still running are asked again this often
@@ -234,8 +234,9 @@ class RayRun:
             return int(code or 0)
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else e
-            say(f"run: {name}: {'error: ' if isinstance(cause, UserError) else ''}"
-                f"{str(cause).strip().splitlines()[-1]}", error=True)
+            said = isinstance(cause, (UserError, RunFailure))  # one line of its own, as a command's
+            say(f"run: {name}: {'error: ' if said else ''}{str(cause).strip().splitlines()[-1]}",
+                error=True)
             return 2 if isinstance(cause, UserError) else 1
         except ray.exceptions.RayError as e:  # died more often than ray.max_restarts
             say(f"run: {name} is gone: {type(e).__name__}", error=True)

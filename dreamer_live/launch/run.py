@@ -23,9 +23,9 @@ import time
 from dreamer_live import cli, config as configlib
 from dreamer_live.envs import tick_hz
 from dreamer_live.launch import rayrun
-from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status, say
+from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
-from dreamer_live.process import PARENT_ENV, describe_exit
+from dreamer_live.process import PARENT_ENV, describe_exit, say
 from dreamer_live.transport import silent_after_s
 
 DEMO_PRESET = "catcher"

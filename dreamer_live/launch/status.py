@@ -1,11 +1,10 @@
-"""What the two launchers share: the combined status line (`Status`), the signals that stop a run,
-how long a child asked to stop gets, and how a launcher's line is printed."""
+"""What the two launchers share: the combined status line (`Status`), the signals that stop a run and
+how long a child asked to stop gets."""
 
 from __future__ import annotations
 
 import collections
 import signal
-import sys
 
 from dreamer_live.pacer import load_note
 from dreamer_live.transport import silent_note
@@ -14,15 +13,6 @@ STOP_GRACE_S = 120.0  # a child asked to stop gets this long (the learner saves 
 # Signals that stop a run cleanly; SIGHUP: the terminal that started it closed.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
-
-
-def say(text: str, error: bool = False, end: str = "\n") -> None:
-    """Print one of the launcher's lines (stderr when `error`); a terminal that is gone (SIGHUP)
-    does not stop the launcher from seeing its children out."""
-    try:
-        print(text, end=end, file=sys.stderr if error else sys.stdout, flush=True)
-    except OSError:
-        pass
 
 
 class Status:

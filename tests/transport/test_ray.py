@@ -3,9 +3,10 @@ learner and three actors on real-time Catcher (debug preset), and an actor start
 One run goes through every fault (an actor SIGKILLed, then the learner, the hand-joined actor leaving,
 an actor SIGKILLed right before Ctrl-C): Ray restarts what dies (an actor as a new replay stream, the
 learner from its checkpoint) while the others tick on; trained parameters reach every actor through the
-object store; Ctrl-C to the run's process group (as a terminal sends it) stops everything cleanly
+object store; a hang-up of the run's process group (the terminal closed) stops everything cleanly
 (replay flushed, checkpoint written, exit 0), and no process of the run is left behind. Also: the Ray
-ends in-process, an actor that cannot join, and a run joining a two-node cluster.
+ends in-process, an actor that cannot join, an actor whose env fails, and a run joining a two-node
+cluster.
 """
 
 import os
@@ -592,3 +593,45 @@ def test_an_actor_elsewhere_gives_the_hub_its_spaces_and_metric_lines(cluster, t
         for sink in sinks:
             sink.close()
         cluster.kill(hub)
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init's fork is followed by exec
+def test_an_actor_whose_env_fails_on_ray_stops_the_run_with_its_line(cluster, tmp_path, capsys):
+    """An actor on Ray whose env raises at step 30 (tests/misbehaving_envs.py): the launcher prints the
+    actor's one line (env, step, error, replay flushed, traceback file), says it failed, asks the other
+    loop to stop, and exits 1; the 29 steps before the failure are in DIR/replay."""
+    from dreamer_live import config
+    from dreamer_live.launch import rayrun
+    from dreamer_live.transport import raylink
+
+    class Waiting(rayrun.Worker):
+        """Stands in for the learner: waits to be asked to stop, then says so."""
+
+        def _loop(self) -> int:
+            self.flag.event.wait()
+            print(f"waiting: stopped ({self.flag.reason})")
+            return 0
+
+    cfg = config.resolve(["debug"], {
+        "run.quiet": True, "env.name": "misbehaving_envs:Misbehaving-v0", "env.obs": "vector",
+        "env.kwargs": {"fault": "raise", "at": 30}, "ray.outbox": str(tmp_path / "outbox")})
+    hub = cluster.remote(raylink.Hub).options(name=raylink.HUB_NAME).remote(str(tmp_path))
+    run = rayrun.RayRun(cfg, tmp_path)
+    tests = {"env_vars": {"PYTHONPATH": str(REPO / "tests")}}  # the env's module, in Ray's workers
+    run.workers["actor 0"] = cluster.remote(rayrun.Worker).options(
+        max_restarts=0, max_concurrency=2, runtime_env=tests).remote("actor", cfg.to_dict(), str(tmp_path))
+    run.workers["waiting"] = cluster.remote(Waiting).options(max_concurrency=2).remote(
+        "learner", cfg.to_dict(), str(tmp_path))
+    try:
+        assert run.watch() == 1
+    finally:
+        cluster.kill(hub)
+    err, out = (lambda c: (c.err, c.out))(capsys.readouterr())
+    log = tmp_path / "actor-0-error.log"
+    assert re.search(rf"^run: actor 0: error: env misbehaving_envs:Misbehaving-v0 failed at step 30 of "
+                     rf"episode 1: RuntimeError: the game crashed at step 30; replay flushed to .*; "
+                     rf"traceback in {re.escape(str(log))}$", err, re.M), err
+    assert re.search(r"^run: actor 0 failed; stopping the others$", err, re.M), err
+    assert re.search(r"^waiting: stopped \(actor 0 failed\)$", out, re.M), out
+    assert "RuntimeError: the game crashed at step 30" in log.read_text()
+    assert replay_steps(tmp_path) == {"0": 30}  # the reset's step and steps 1-29
