@@ -546,9 +546,13 @@ def test_game_exit_ends_episode_and_relaunches(xvfb, tmp_path, capsys):
     conn.close()
 
 
-def test_missing_window_and_bad_chain_fail_in_one_line(xvfb, tmp_path, monkeypatch):
-    """A wrong profile fails with one clear line: no such window, a pointer chain that breaks."""
-    from dreamer_live.envs.live import env as live_env
+def test_missing_window_and_bad_chain_fail_in_one_line(xvfb, tmp_path, monkeypatch, capsys):
+    """A wrong profile fails with one clear line: no such window, a pointer chain that breaks. With
+    `playing:` conditions a chain that does not read at the start is no error (a game's menu may hold
+    its pointer null): reset() waits for play and, after env.live.out_of_play_s, says why in one line."""
+    import re
+
+    from dreamer_live.envs.live import env as live_env, keys as keyslib
     profile = write_profile(tmp_path, tmp_path / "none.json", window={"title": "No Such Game"})
     env = make(xvfb, profile, **{"env.live.wait_s": 0.5})
     with pytest.raises(UserError, match=r"no window with title containing 'No Such Game' after") as e:
@@ -569,6 +573,29 @@ def test_missing_window_and_bad_chain_fail_in_one_line(xvfb, tmp_path, monkeypat
             env.reset()
         assert "\n" not in str(e.value)
         env.close()
+
+        data["playing"] = [{"value": "bad", "above": -1}]
+        path.write_text(dump_yaml(data))
+        env = make(xvfb, path, **{"env.live.out_of_play_s": 0.3})
+        capsys.readouterr()
+        def wait_for_play():
+            try:
+                env.reset()
+            except KeyboardInterrupt:  # the stop key's way out of a reset that never played
+                pass
+        waiting = threading.Thread(target=wait_for_play)
+        waiting.start()
+        printed = []
+        try:
+            assert eventually(lambda: printed.append(capsys.readouterr().out) or re.search(
+                r"live: the game has not been in play for 0.3 s \(memory value 'bad' could not be read "
+                rf'\(bad: "{exe}"\+0 -> \[\+0\] -> \[\+8\]: cannot read the pointer at 0x[0-9A-F]+ \(step 2\)\)\); '
+                r"the reset steps keep running \(env.live.out_of_play_s\)", "".join(printed)), 20), printed
+        finally:
+            keyslib.STOP_EVENT.set()  # as the stop key does
+            waiting.join(30)
+            keyslib.STOP_EVENT.clear()
+            env.close()
 
 
 def test_ctrl_c_while_the_actor_waits_for_the_game_is_a_clean_stop(xvfb, tmp_path):

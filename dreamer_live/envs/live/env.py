@@ -454,6 +454,11 @@ class LiveEnv(Env):
             self._reader = open_process(pid, self.profile.pointer_size)
         except ProcessGone as e:
             raise GameGone(str(e)) from None
+        if self.profile.playing:
+            # A game's menus may leave a chain's pointer null (LBreakout2's score before a game):
+            # reset() waits for play, and a chain that never reads says so after env.live.out_of_play_s.
+            self._prev = self._read_values(strict=False)
+            return
         give_up = min(deadline, time.monotonic() + CHAIN_RETRY_S)
         while True:
             try:
