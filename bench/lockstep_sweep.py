@@ -2,7 +2,7 @@
 
     python bench/lockstep_sweep.py --configs catcher_pixels --updates 7000 --until 20 --seeds 0 1 \
         --variant base= --variant rew10="--agent.loss_scales.rew 10" [--jobs 16] [--deadline 480] [--logs DIR]
-    python bench/lockstep_sweep.py --smoke      # two variants of the debug preset, one seed, 20 updates
+    python bench/lockstep_sweep.py --smoke      # two variants of state Catcher's debug agent, 20 updates
 
 Each variant is NAME=OVERRIDES (config overrides as demo_lockstep takes them; empty for the preset as
 it is). Every (variant, seed) is one demo_lockstep process; --jobs run at once (on a GPU machine they
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
     add_smoke(p)
     args = p.parse_args(argv)
     if args.smoke:
-        args.configs, args.updates, args.seeds = [*args.configs, "debug"], 20, [0]
+        args.configs, args.updates, args.seeds = ["catcher", "debug"], 20, [0]  # the state game: no CNN to compile
         args.variant = args.variant or ["base=", "rew10=--agent.loss_scales.rew 10"]
         args.every, args.jobs = 10, 2
         args.logs = smoke_dir("lockstep_sweep")
