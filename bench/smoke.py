@@ -1,6 +1,6 @@
 """Every benchmark's --smoke mode, one after another: does each bench still run?
 
-    .venv/bin/python bench/smoke.py [NAME ...] [--timeout 300] [--verbose]     (make bench-smoke)
+    .venv/bin/python bench/smoke.py [NAME ...] [--timeout 600] [--verbose]     (make bench-smoke)
 
 A bench is a bench/*.py file with a `__main__` entry point (not this one); modules that other benches
 only import have none. Each runs as `bench/NAME.py --smoke`: the same code as the real bench (real
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]))
     p.add_argument("names", nargs="*", metavar="NAME", help=f"benches to run (default all: {' '.join(names)})")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per bench (default 300)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per bench (default 600)")
     p.add_argument("--verbose", action="store_true", help="show every bench's output as it runs")
     args = p.parse_args(argv)
     unknown = sorted(set(args.names) - set(names))
