@@ -64,10 +64,11 @@ def summarize(logdir: pathlib.Path) -> dict:
         first, last = returns[:WINDOW].mean(), returns[-WINDOW:].mean()
         out.update(episodes=len(episodes), return_first=float(first), return_last=float(last))
         moving = np.convolve(returns, np.ones(WINDOW) / WINDOW, mode="valid")
-        rising = np.nonzero(moving[WINDOW:] >= first + RISE)[0]
+
         def updates_at(seconds: float) -> int:  # the learner's updates by then (its last line)
             return max((r["step"] for r in learn if r["time"] - t0 <= seconds), default=0)
 
+        rising = np.nonzero(moving[WINDOW:] >= first + RISE)[0]
         if rising.size:
             index = rising[0] + 2 * WINDOW - 1  # the episode that completes the window
             out["rising_after_min"] = episodes[index][0] / 60

@@ -81,11 +81,13 @@ class Hub:
         why not."""
         spaceslib.parse(text)  # ValueError: not spaces.json within the sizes allowed
         path = self.replay / spaceslib.FILE
-        if not path.exists() and self.spaces is None:
+        if self.spaces is None and path.exists():  # written since by an actor sharing this logdir
+            self.spaces = path.read_bytes()
+        if self.spaces is None:
             write_atomic(path, text.encode())
             self.spaces = text.encode()
             return ""
-        if spaceslib.parse((self.spaces or path.read_bytes()).decode()) == spaceslib.parse(text):
+        if spaceslib.parse(self.spaces.decode()) == spaceslib.parse(text):
             return ""
         return f"its spaces differ from the run's {path}, which the learner's agent is built for"
 
