@@ -22,6 +22,8 @@ $(STAMP_TEST): pyproject.toml | $(PY)
 run: $(STAMP_RUN)
 	$(PY) -m dreamer_live.run $(ARGS)
 
+# One process; ARGS="-n auto --dist loadgroup": pytest-xdist workers (tests/conftest.py sizes and groups
+# them; faster, not yet reliable: docs/testing.md)
 test: $(STAMP_TEST)
 	$(PY) -m pytest -q $(ARGS)
 

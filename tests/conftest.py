@@ -152,3 +152,33 @@ def run_dir(tmp_path_factory):
     sync.Publisher(logdir / "params", sync.model_hash(config)).publish(
         agent.policy_params(state), TRAIN_STEPS)
     return logdir
+
+
+# Under pytest-xdist (`-n auto --dist loadgroup`; `make test` runs one process), a test module runs
+# whole on one worker, and the modules that share a session fixture's run share a worker, so every
+# module fixture and shared run is made once.
+SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
+               "test_hostile": "actor_run", "test_offline": "actor_run", "test_devices": "actor_run"}
+# Under parallel workers a learner at its default SCHED_IDLE gets no CPU while another worker
+# computes; tests whose learner must train within a time limit start it with these.
+UNSTARVED_LEARNER = ("--learner.idle", "false")
+
+
+def xdist_group(item) -> str:
+    """The xdist group of a test: its module's name, or its shared run's (SHARED_RUNS)."""
+    module = item.module.__name__.rpartition(".")[2]
+    return SHARED_RUNS.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items):
+    """Mark each test with its xdist group."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+def pytest_xdist_auto_num_workers(config):
+    """Workers for -n auto: 1.5 per core (the tests wait on games and child processes about half the
+    time), at most 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(8, max(2, (cores or 1) * 3 // 2))

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import UNSTARVED_LEARNER
 
 from dreamer_live import cli, metrics as metricslib, spaces, steps
 from dreamer_live.envs import make_env
@@ -33,7 +34,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 HZ = 20.0
 COMMON = ["--configs", "debug", "--run.quiet", "true", "--run.log_every", "1",
           "--run.publish_every", "2", "--run.checkpoint_every", "0.05", "--run.video_every", "0",
-          "--actor.hz", str(HZ), "--actor.param_interval", "0.5"]
+          "--actor.hz", str(HZ), "--actor.param_interval", "0.5", *UNSTARVED_LEARNER]
 SWAP_BOUND_MS = 25.0  # half a tick: a recompile or a blocking load on the tick path costs far more
 
 
@@ -290,7 +291,7 @@ def training_run(logdir, *args):
     from procfs import alive, descendants
 
     run = start("dreamer_live.run", logdir, "--run.quiet", "false", "--learner.nice", "0",
-                "--learner.idle", "false", *args)  # a learner that the other load cannot starve
+                *args)  # with COMMON's UNSTARVED_LEARNER: a learner that the other load cannot starve
     children: dict[str, int] = {}
     try:
         heard = wait_for("the learner training, heard from by the actor", lambda: lines(

@@ -9,6 +9,7 @@ import sys
 import sysconfig
 
 import pytest
+from conftest import UNSTARVED_LEARNER
 
 from dreamer_live.config import read_yaml
 
@@ -66,7 +67,7 @@ def test_a_run_trains_from_another_folder_with_a_preset_file_of_its_own(fresh):
     cwd = fresh.parent / "work"
     (cwd / "mine.yaml").write_text("run: {steps: 2}\n")
     out = python(fresh, "-m", "dreamer_live.run", "--logdir", "RUN", "--configs", "debug", "mine.yaml",
-                 "--run.quiet", "true", cwd=cwd, timeout=180)
+                 "--run.quiet", "true", *UNSTARVED_LEARNER, cwd=cwd, timeout=180)
     assert "Traceback" not in out.stdout + out.stderr and "run: done" in out.stdout
     logdir = cwd / "RUN"
     assert read_yaml(logdir / "config.yaml")["run"]["steps"] == 2

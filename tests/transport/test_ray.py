@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import poll
+from conftest import UNSTARVED_LEARNER, poll
 from procfs import alive, descendants
 
 from dreamer_live import metrics as metricslib
@@ -51,7 +51,7 @@ def start(tmp_path, name: str, module: str, *args: str, **env):
     out = open(path, "w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", f"dreamer_live.{module}", "--configs", "debug", "--run.quiet", "true",
-         *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
+         *UNSTARVED_LEARNER, *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0,
         env=dict(os.environ, JAX_PLATFORMS="cpu", **env))
 
     def text() -> str:
