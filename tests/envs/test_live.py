@@ -180,6 +180,47 @@ def test_keys_released_on_crash_and_signals(xvfb, tmp_path, how):
     conn.close()
 
 
+ROUND_TRIPS = textwrap.dedent("""
+    import sys
+    from Xlib import display
+    from dreamer_live.envs.live import keys
+    conn = display.Display(sys.argv[1])
+    holder = keys.KeyHolder(keys.XTestKeys(conn))  # held: released holders leave keys.py's registry
+    holder.set({"right"})
+    print("holding", flush=True)
+    while True:
+        conn.query_keymap()  # round trips on the key holder's own connection, one after another
+""")
+WAITING_SYSCALLS = {"7", "23", "270", "271"}  # poll, select, pselect6, ppoll (x86-64)
+
+
+def test_a_signal_inside_a_round_trip_still_releases_the_keys(xvfb):
+    """SIGTERM while the key holder's X connection waits for a reply (the server grabbed by another
+    client, so the reply cannot come): once the server answers again, the keys go up and the process
+    stops. python-xlib has no locks, so a release sent on the interrupted connection would spin forever
+    behind the read the signal interrupted; the handler uses a connection of its own."""
+    if not pathlib.Path("/proc/self/syscall").exists():
+        pytest.skip("no /proc/PID/syscall to see the child wait")
+    conn = xvfb.xlib()
+    proc = subprocess.Popen([sys.executable, "-c", ROUND_TRIPS, xvfb.name], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=xvfb.env())
+    syscall = pathlib.Path(f"/proc/{proc.pid}/syscall")
+    try:
+        wait_for_line(proc, "holding")
+        assert key_down(conn, "Right")
+        conn.grab_server()
+        conn.sync()
+        assert eventually(lambda: syscall.read_text().split()[0] in WAITING_SYSCALLS), "never blocked"
+        proc.send_signal(signal.SIGTERM)
+        conn.ungrab_server()
+        conn.sync()
+        assert proc.wait(10) == -signal.SIGTERM
+        assert not key_down(conn, "Right")
+    finally:
+        stop_process(proc, signal.SIGKILL)
+        conn.close()
+
+
 def test_a_terminal_condition_ends_the_episode_after_steps(xvfb, tmp_path):
     """`after_steps: 3` on game_over: the episode goes on for 3 observations after the game ends (a
     death animation a world model can see), then ends as a death."""

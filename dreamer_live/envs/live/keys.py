@@ -3,7 +3,8 @@
 Backends: XTest through python-xlib on Linux (X11, including Xvfb), pydirectinput on Windows with its
 default 0.1 s pause after every call turned off (`PAUSE = 0`). `KeyHolder` holds a set of keys for a
 tick and releases what changes; every holder alive is released at exit (atexit), on SIGINT/SIGTERM
-(before the previous handler runs) and on an uncaught exception. Only SIGKILL cannot be caught.
+(before the previous handler runs, through a connection of its own) and on an uncaught exception. Only
+SIGKILL cannot be caught.
 """
 
 from __future__ import annotations
@@ -81,6 +82,21 @@ class XTestKeys:
         """Send queued key events and wait until the server has them."""
         self.display.sync()
 
+    def release_apart(self, names) -> None:
+        """Key up for `names` through a connection of its own, now.
+
+        For a signal handler: it runs inside whatever the main thread was doing, maybe a request on
+        `self.display` half sent or half read, and python-xlib (without Xlib.threaded) has no locks, so
+        a request of the handler's own there spins forever waiting for the interrupted one."""
+        from Xlib import X, display as xdisplay
+        conn = xdisplay.Display(self.display.get_display_name())
+        try:
+            for name in names:
+                self._xtest.fake_input(conn, X.KeyRelease, self._code(name))
+            conn.sync()
+        finally:
+            conn.close()
+
     def pressed(self, names) -> set[str]:
         """Which of `names` are down on the display now (the keyboard's or any client's): one round trip."""
         keymap = self.display.query_keymap()
@@ -114,6 +130,11 @@ class DirectInputKeys:
     def flush(self) -> None:
         """Nothing queued: SendInput is synchronous."""
 
+    def release_apart(self, names) -> None:
+        """Key up for `names` now (SendInput keeps no connection a signal could interrupt)."""
+        for name in names:
+            self.release(name)
+
     def pressed(self, names) -> set[str]:
         """Which of `names` are down right now (GetAsyncKeyState)."""
         if self.user32 is None:
@@ -136,6 +157,9 @@ class ReadOnlyKeys:
     def flush(self) -> None:
         """Nothing is queued."""
 
+    def release_apart(self, names) -> None:
+        """Nothing is sent."""
+
     def pressed(self, names) -> set[str]:
         """Which of `names` are down now (the hotkeys still work)."""
         return self.backend.pressed(names)
@@ -148,11 +172,12 @@ _INSTALLED = False
 _LOCK = threading.Lock()
 
 
-def release_everything() -> None:
-    """Release every key held by any KeyHolder of this process (exit, signal, crash)."""
+def release_everything(apart: bool = False) -> None:
+    """Release every key held by any KeyHolder of this process (exit, crash; `apart`: from a signal
+    handler, through connections of its own)."""
     for holder in list(_HOLDERS):
         try:
-            holder.release_all()
+            holder.release_all(apart)
         except Exception:  # the display may be gone already; nothing more to do
             pass
 
@@ -160,7 +185,7 @@ def release_everything() -> None:
 def _chain(signum: int, previous):
     def handler(sig, frame):
         STOP_EVENT.set()
-        release_everything()
+        release_everything(apart=True)
         if callable(previous):
             previous(sig, frame)
         elif previous == signal.SIG_DFL:
@@ -219,10 +244,13 @@ class KeyHolder:
         time.sleep(hold_s)
         self.set(())
 
-    def release_all(self) -> None:
-        """Release every held key."""
+    def release_all(self, apart: bool = False) -> None:
+        """Release every held key (`apart`: through the backend's own connection for a signal handler)."""
         if self.held:
-            for name in self.held:
+            held, self.held = self.held, frozenset()
+            if apart:
+                self.backend.release_apart(held)
+                return
+            for name in held:
                 self.backend.release(name)
-            self.held = frozenset()
             self.backend.flush()
