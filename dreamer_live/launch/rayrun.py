@@ -128,8 +128,7 @@ class RayRun:
 
     def __init__(self, config, logdir: pathlib.Path):
         self.config, self.logdir = config, logdir.resolve()
-        self.signals = 0
-        self.signal_name = ""
+        self.signals: list[str] = []  # in order of arrival: two in one poll are answered one by one
         self.stopping, self.reason, self.asked = False, "", 0.0
         self.workers: dict = {}
 
@@ -172,8 +171,7 @@ class RayRun:
                 num_cpus=cfg.actor_cpus, **restarts).remote("actor", own, str(self.logdir))
 
     def _on_signal(self, signum, frame) -> None:
-        self.signals += 1  # the watch loop forwards it (no Ray calls inside a signal handler)
-        self.signal_name = signal.Signals(signum).name
+        self.signals.append(signal.Signals(signum).name)  # the watch loop answers (no Ray calls here)
 
     def watch(self) -> int:
         """Wait for the loops; on a signal or one's end stop the others; return the exit status."""
@@ -184,25 +182,25 @@ class RayRun:
         tail = MetricsTail(self.logdir / "metrics.jsonl")
         status = Status(tick_hz(self.config), silent_after_s(self.config))
         tty = sys.stdout.isatty()
-        last_draw, failure, forwarded, deadline = 0.0, 0, 0, float("inf")
+        last_draw, failure, answered, deadline = 0.0, 0, 0, float("inf")
         said_waiting = False
         while runs and time.monotonic() < deadline:
             done, _ = ray.wait(list(runs), num_returns=1, timeout=0.2)
-            if self.signals > forwarded:
+            for name in self.signals[answered:]:
                 # as the two-process launcher: the first is forwarded, a later one said once and
                 # forwarded no further (it would cut the loops' saving short)
+                answered += 1
                 running = " and ".join(runs.values())
                 if not self.stopping:
-                    say(f"\nrun: {self.signal_name}; stopping {running} (each saves before it exits)")
-                    self._stop_all(self.signal_name)
+                    say(f"\nrun: {name}; stopping {running} (each saves before it exits)")
+                    self._stop_all(name)
                     deadline = time.monotonic() + STOP_GRACE_S
                 elif not said_waiting:
                     said_waiting = True
-                    say(f"\nrun: {self.signal_name}: already stopping; waiting up to "
+                    say(f"\nrun: {name}: already stopping; waiting up to "
                         f"{max(0.0, deadline - time.monotonic()):.0f} s for {running} to exit (each "
                         "saves first), then tearing the cluster down")
-                forwarded = self.signals
-            elif self.stopping and time.monotonic() - self.asked >= RESTOP_S:
+            if self.stopping and time.monotonic() - self.asked >= RESTOP_S:
                 # a loop whose process died after its stop() and was restarted by Ray runs its
                 # run() again in a Worker never asked to stop: ask those still running again
                 self._stop_all(self.reason, [self.workers[name] for name in runs.values()])
