@@ -1,7 +1,7 @@
 """SuperTux for real, measured: actor + learner on one level against scripted players, on Xvfb.
 
     python bench/supertux_run.py [--minutes 60] [--player-minutes 10] [--phases ...] [-- run.py arguments]
-    python bench/supertux_run.py --summarize DIR
+    python bench/supertux_run.py --summarize DIR [--at-updates N ...]
     python bench/supertux_run.py --smoke      # scripted 12 s, then demos 24 s, debug preset
 
 Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
@@ -16,9 +16,10 @@ The players press keys on the display (XTest) as a person would; `record` reads 
 Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
 episode/furthest_x) and the share of episodes past the step (x 2144), the pit (3740) and the bell
 (5360); the players' also over the learner's episode count when they played that many; the learner's
-first and last episodes as many as each player's, its last 20, its figures per --window-minutes, its
-updates, updates/s and train ratio; and where a player's episodes and the learner's last 20 end most (per
-100 px of furthest x). The figure shows furthest x per episode against minutes (running time: a resumed
+first and last episodes as many as each player's, its last 20 (also as they stood at each --at-updates:
+runs compared at the updates a slower machine affords), when its policy left uniform play, its figures
+per --window-minutes, its updates, updates/s and train ratio; and where a player's episodes and the
+learner's last 20 end most (per 100 px of furthest x). The figure shows furthest x per episode against minutes (running time: a resumed
 phase's stop is left out).
 """
 
@@ -60,6 +61,7 @@ PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a
 # (Tux falling into the pit stops at x 3740.01).
 LANDMARKS = {"step": 2144, "pit": 3740, "bell": 5360}
 GOAL_EPISODES = 20  # a learner's last this many episodes, against the scripted player's mean
+MOVED = 0.99  # a policy whose randomness (entropy over the uniform's) is below this left uniform play
 ENDS_PX, ENDS_SHOWN = 100, 5  # where episodes end: the most common spans of furthest x this wide
 SHOWN = ("deaths", "mean_x", "best_x", *(f"past_{name}" for name in LANDMARKS))  # a summary line's keys
 GAME_START_S = 300.0  # the longest a phase waits for the game to play (env.live.wait_s's default)
@@ -177,19 +179,28 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
         display.proc.wait(10)
 
 
-def episodes(folder: pathlib.Path) -> dict[str, np.ndarray]:
-    """Per episode of a phase: minutes since its start, furthest x, death (1) or not (0)."""
+def episodes(folder: pathlib.Path, by_updates: int | None = None) -> dict[str, np.ndarray]:
+    """Per episode of a phase: minutes since its start, furthest x, death (1) or not (0); a learner's
+    also the updates done when it ended (`by_updates`: only the episodes that ended by then)."""
     run = Run(folder, folder.name)
     source = "record" if folder.name in PLAYERS else "actor"
     minutes, furthest = run.curve(source, "episode/furthest_x", "minutes")
     _, died = run.curve(source, "episode/terminal", "minutes")
-    return {"minutes": minutes, "furthest": furthest, "died": died}
+    out = {"minutes": minutes, "furthest": furthest, "died": died}
+    if source == "actor":
+        at = run.curve("learner", "learner/updates_per_s", "minutes")[0]  # its lines' step: updates
+        updates = run.curve("learner", "learner/updates_per_s")[0]
+        out["updates"] = np.interp(minutes, at, updates, left=0) if len(at) else np.zeros_like(minutes)
+        if by_updates is not None:
+            out = {k: v[out["updates"] <= by_updates] for k, v in out.items()}
+    return out
 
 
-def some_episodes(folder: pathlib.Path, count: int | None = None,
-                  last: bool = False) -> dict[str, np.ndarray]:
+def some_episodes(folder: pathlib.Path, count: int | None = None, last: bool = False,
+                  by_updates: int | None = None) -> dict[str, np.ndarray]:
     """`episodes` of the first (or `last`) `count` episodes (all: None)."""
-    return {k: (v[-count:] if last else v[:count]) if count else v for k, v in episodes(folder).items()}
+    return {k: (v[-count:] if last else v[:count]) if count else v
+            for k, v in episodes(folder, by_updates).items()}
 
 
 def missing_game() -> str:
@@ -200,10 +211,12 @@ def missing_game() -> str:
     return "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
 
 
-def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) -> dict:
+def figures(folder: pathlib.Path, count: int | None = None, last: bool = False,
+            by_updates: int | None = None) -> dict:
     """Episodes, deaths, mean and best furthest x, the share of episodes past each landmark, over the
-    first (or `last`) `count` episodes (all: None); a learner's updates, updates/s and train ratio."""
-    ep = some_episodes(folder, count, last)
+    first (or `last`) `count` episodes (all: None; `by_updates`: of those that ended by then); a
+    learner's updates, updates/s and train ratio."""
+    ep = some_episodes(folder, count, last, by_updates)
     x = ep["furthest"]
     out = {"episodes": len(x), "deaths": int(ep["died"].sum())}
     if len(x):
@@ -220,10 +233,10 @@ def figures(folder: pathlib.Path, count: int | None = None, last: bool = False) 
     return out
 
 
-def ends(folder: pathlib.Path, count: int | None = None) -> str:
+def ends(folder: pathlib.Path, count: int | None = None, by_updates: int | None = None) -> str:
     """Where the last `count` episodes (all: None) ended: the ENDS_SHOWN most common ENDS_PX-wide spans
     of their furthest x, each with its episodes and deaths."""
-    ep = some_episodes(folder, count, last=True)
+    ep = some_episodes(folder, count, last=True, by_updates=by_updates)
     spans, died = (ep["furthest"] // ENDS_PX).astype(int) * ENDS_PX, ep["died"]
     values, counts = np.unique(spans, return_counts=True)
     return ", ".join(f"x {s}-{s + ENDS_PX} {int((spans == s).sum())} ({int(died[spans == s].sum())} died)"
@@ -243,14 +256,27 @@ def windows(folder: pathlib.Path, minutes: float) -> list[tuple[str, int, int, f
     return out
 
 
+def moved(folder: pathlib.Path) -> str:
+    """When a learner's policy left uniform play: the first report of train/policy_randomness below
+    MOVED (minutes, updates)."""
+    run = Run(folder, folder.name)
+    minutes, randomness = run.curve("learner", "train/policy_randomness", "minutes")
+    updates = run.curve("learner", "train/policy_randomness")[0]
+    below = np.flatnonzero(randomness < MOVED)
+    if not len(below):
+        return f"the policy's randomness never went below {MOVED}"
+    return (f"the policy's randomness first below {MOVED} at minute {minutes[below[0]]:.1f}, "
+            f"{updates[below[0]]:.0f} updates")
+
+
 def shown(figs: dict) -> str:
     """A summary line's SHOWN figures."""
     return ", ".join(f"{k} {figs[k]:.2f}" for k in SHOWN if k in figs)
 
 
-def summarize(logdir: pathlib.Path, window: float) -> None:
+def summarize(logdir: pathlib.Path, window: float, at_updates: tuple[int, ...] = ()) -> None:
     """Print each phase's figures (players also over the learner's episode count, a learner's also per
-    `window` minutes) and draw the figure."""
+    `window` minutes and by each of `at_updates`) and draw the figure."""
     done = [p for p in PHASES if (logdir / p / "metrics.jsonl").exists()]
     if not done:
         raise SystemExit(f"no phase of {logdir} has metrics")
@@ -273,6 +299,11 @@ def summarize(logdir: pathlib.Path, window: float) -> None:
             goal = figures(logdir / phase, GOAL_EPISODES, last=True)
             print(f"{'':>9}  its last {goal['episodes']} episodes: "
                   + shown(goal) + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES)}")
+            for updates in at_updates:  # runs compared at the updates a slower machine affords
+                some = figures(logdir / phase, GOAL_EPISODES, True, updates)
+                print(f"{'':>9}  its last {some['episodes']} episodes by {updates} updates: " + shown(some)
+                      + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES, updates)}")
+            print(f"{'':>9}  {moved(logdir / phase)}")
             print(f"{'':>9}  per {window:.0f} minutes: " + "; ".join(
                 f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
                 for w, n, d, m, b in windows(logdir / phase, window)))
@@ -304,11 +335,13 @@ def main() -> int:
     p.add_argument("--window-minutes", type=float, default=10.0, help="the summary's learning curve: "
                    "figures per this many minutes")
     p.add_argument("--summarize", type=pathlib.Path, default=None, metavar="DIR")
+    p.add_argument("--at-updates", type=int, nargs="+", default=[], metavar="N",
+                   help="the learner's last 20 episodes also as they stood at N updates")
     add_smoke(p)
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
     args = p.parse_args()
     if args.summarize:
-        summarize(args.summarize, args.window_minutes)
+        summarize(args.summarize, args.window_minutes, args.at_updates)
         return 0
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
@@ -325,9 +358,9 @@ def main() -> int:
             run_phase(phase, logdir, args, rest)
     except KeyboardInterrupt:
         print(f"supertux_run: stopped (Ctrl-C); what ran so far in {logdir}:", flush=True)
-        summarize(logdir, args.window_minutes)
+        summarize(logdir, args.window_minutes, args.at_updates)
         return 130
-    summarize(logdir, args.window_minutes)
+    summarize(logdir, args.window_minutes, args.at_updates)
     return 0
 
 
