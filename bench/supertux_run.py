@@ -19,8 +19,8 @@ episode/furthest_x) and the share of episodes past the step (x 2144), the pit (3
 first and last episodes as many as each player's, its last 20 (also as they stood at each --at-updates:
 runs compared at the updates a slower machine affords), when its policy left uniform play, its figures
 per --window-minutes, its updates, updates/s and train ratio; and where a player's episodes and the
-learner's last 20 end most (per 100 px of furthest x). The figure shows furthest x per episode against minutes (running time: a resumed
-phase's stop is left out).
+learner's last 20 end most (per 100 px of furthest x). The figure shows furthest x per episode against
+minutes (running time: a resumed phase's stop is left out).
 """
 
 from __future__ import annotations
