@@ -26,8 +26,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # live_fixtures.start_xvfb: the tests' private X display
 sys.path.insert(0, str(REPO / "bench"))
+from live_run import SCRIPT, missing_game  # noqa: E402
 from smoke import add_smoke, skip, smoke_dir  # noqa: E402
-from supertux_run import SCRIPT, missing_game  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
 

@@ -59,7 +59,7 @@ def start_xvfb(size: str = "1024x768x24") -> Display:
         while not number.endswith(b"\n"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError("Xvfb did not start")  # also used outside pytest (bench/supertux_run.py)
+                raise RuntimeError("Xvfb did not start")  # also used outside pytest (bench/live_run.py)
             try:
                 chunk = os.read(read, 16)
             except BlockingIOError:

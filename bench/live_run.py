@@ -1,11 +1,15 @@
-"""SuperTux for real, measured: actor + learner on one level against scripted players, on Xvfb.
+"""A live game for real, measured: actor + learner against a scripted and a random player, on Xvfb.
 
-    python bench/supertux_run.py [--minutes 60] [--player-minutes 10] [--phases ...] [-- run.py arguments]
-    python bench/supertux_run.py --summarize DIR [--at-updates N ...]
-    python bench/supertux_run.py --smoke      # scripted 12 s, then demos 24 s, debug preset
+    python bench/live_run.py [--game supertux] [--minutes 60] [--player-minutes 10] [--phases ...]
+                             [-- run.py arguments]
+    python bench/live_run.py --summarize DIR [--at-updates N ...]
+    python bench/live_run.py --smoke      # SuperTux: scripted 12 s, then demos 24 s, debug preset
 
-Phases, each on its own Xvfb display with SuperTux started by the env and its saves kept apart:
-  scripted     a player that holds right and jumps (SCRIPT, 15 actions per second), recorded through
+--game names a live preset this bench knows (GAMES): SuperTux on one level (`supertux`) or LBreakout2
+(`lbreakout2`). Phases, each on its own Xvfb display with the game started by the env (its saves kept
+apart where the game has them):
+  scripted     the game's scripted player (SuperTux: holds right and jumps; LBreakout2: moves the paddle
+               under the ball, read from the game's memory), 15 actions per second, recorded through
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
@@ -13,19 +17,20 @@ Phases, each on its own Xvfb display with SuperTux started by the env and its sa
                --logdir where it ran before, it resumes (checkpoint and replay) for --minutes more
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
 The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
-Per phase it prints episodes, deaths, mean and best furthest x per episode (the actor's
-episode/furthest_x) and the share of episodes past the step (x 2144), the pit (3740) and the bell
-(5360); the players' also over the learner's episode count when they played that many; the learner's
-first and last episodes as many as each player's, its last 20 (also as they stood at each --at-updates:
-runs compared at the updates a slower machine affords), when its policy left uniform play, its figures
-per --window-minutes, its updates, updates/s and train ratio; and where a player's episodes and the
-learner's last 20 end most (per 100 px of furthest x). The figure shows furthest x per episode against
-minutes (running time: a resumed phase's stop is left out).
+Per phase it prints episodes, deaths, the mean and best of the game's figure per episode (SuperTux: the
+actor's episode/furthest_x, with the share of episodes past the step at x 2144, the pit at 3740 and the
+bell at 5360; LBreakout2: episode/return, one episode per ball); the players' also over the learner's
+episode count when they played that many; the learner's first and last episodes as many as each
+player's, its last 20 (also as they stood at each --at-updates: runs compared at the updates a slower
+machine affords), when its policy left uniform play, its figures per --window-minutes, its updates,
+updates/s and train ratio; and where a player's episodes and the learner's last 20 end most. The figure
+shows the game's figure per episode against minutes (running time: a resumed phase's stop is left out).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import pathlib
@@ -35,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -51,31 +57,64 @@ from dreamer_live.tools.plot import Run  # noqa: E402
 PHASES = ("scripted", "random", "learn", "demos")
 PLAYERS = ("scripted", "random")
 LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
-# The scripted player, per cycle: right + jump for 6 ticks, right alone for 3, nothing for 1 (the game
-# takes a key held since before the level started as no press: each cycle presses right anew).
+# SuperTux's scripted player, per cycle: right + jump for 6 ticks, right alone for 3, nothing for 1 (the
+# game takes a key held since before the level started as no press: each cycle presses right anew).
 SCRIPT = ("right_jump",) * 6 + ("right",) * 3 + ("idle",)
 STOP_WAIT_S = 180  # a stopped run's checkpoint and shutdown
 CTRL_C_WAIT_S = 10  # a terminal's Ctrl-C reaches the run too: time for it to stop on its own first
 PROMPT_PAUSE_S = 1.0  # after pressing a reset key the player waits this long (a menu is open) before playing
-# The level's x of each; an episode got past one when its furthest x is more than a pixel beyond it
-# (Tux falling into the pit stops at x 3740.01).
-LANDMARKS = {"step": 2144, "pit": 3740, "bell": 5360}
 GOAL_EPISODES = 20  # a learner's last this many episodes, against the scripted player's mean
 MOVED = 0.99  # a policy whose randomness (entropy over the uniform's) is below this left uniform play
-ENDS_PX, ENDS_SHOWN = 100, 5  # where episodes end: the most common spans of furthest x this wide
-SHOWN = ("deaths", "mean_x", "best_x", *(f"past_{name}" for name in LANDMARKS))  # a summary line's keys
+ENDS_SHOWN = 5  # where episodes end: the most common spans of the game's figure
 GAME_START_S = 300.0  # the longest a phase waits for the game to play (env.live.wait_s's default)
 PLAYING = "live: playing "  # the env's line once it found the game
 
 
-def profile_for(level: str, folder: pathlib.Path) -> pathlib.Path:
-    """The package's supertux profile with the launch command ending in `level`, written to `folder`; a
-    phase resumed there keeps the profile it began with."""
-    path = folder / "supertux_profile.yaml"
+@dataclasses.dataclass(frozen=True)
+class Game:
+    """What this bench knows of one live preset's game beyond its profile."""
+
+    package: str  # Debian's package of the game
+    figure: str  # the actor's per-episode metric the figures are about: episode/<figure>
+    label: str  # its words in the summary and the figure
+    span: float  # where episodes end: spans of the figure this wide
+    decimals: int  # its decimals in the summary's curve
+    scripted: Callable[[int], str]  # the scripted player: the profile's action at each tick
+    # The figure's value of each landmark; an episode got past one when its figure is more than `beyond`
+    # past it (Tux falling into the pit stops at x 3740.01).
+    landmarks: dict[str, float] = dataclasses.field(default_factory=dict)
+    beyond: float = 0.0
+    level: str = ""  # the launch command's last argument, replaced by --level (SuperTux's level file)
+    saves: str = ""  # the variable of the game's environment that puts its saves in a folder
+
+
+GAMES = {
+    "supertux": Game(package="supertux", figure="furthest_x", label="furthest x", span=100, decimals=0,
+                     scripted=lambda tick: SCRIPT[tick % len(SCRIPT)],
+                     landmarks={"step": 2144, "pit": 3740, "bell": 5360}, beyond=1, level=LEVEL,
+                     saves="SUPERTUX2_USER_DIR"),
+    # Fires (launches a ball waiting on the paddle) and holds still: the ball's x has no pointer chain
+    # that lasts (docs/live-games.md, Your own game), so no player follows it.
+    "lbreakout2": Game(package="lbreakout2", figure="return", label="return", span=1, decimals=2,
+                       scripted=lambda tick: "fire"),
+}
+
+
+def package_profile(game: str) -> pathlib.Path:
+    """The profile that the preset `game` plays."""
+    from dreamer_live.envs.live import profile_path
+    return profile_path(configlib.resolve([game]).env.profile)
+
+
+def profile_for(game: str, level: str, folder: pathlib.Path) -> pathlib.Path:
+    """The package's profile of `game` (its launch command ending in `level` where the game takes one),
+    written to `folder`; a phase resumed there keeps the profile it began with."""
+    path = folder / f"{game}_profile.yaml"
     if path.exists():
         return path
-    data = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")
-    data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
+    data = configlib.read_yaml(package_profile(game))
+    if GAMES[game].level:
+        data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
     path.write_text(configlib.dump_yaml(data))
     return path
 
@@ -98,14 +137,15 @@ def follow(proc: subprocess.Popen) -> tuple[threading.Event, queue.Queue]:
     return playing, prompts
 
 
-def play(name: str, display, actions: dict, seconds: float, record: subprocess.Popen,
-         prompts: queue.Queue) -> None:
+def play(name: str, game: Game, profile: pathlib.Path, display, seconds: float,
+         record: subprocess.Popen, prompts: queue.Queue) -> None:
     """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person); when
     record asks for a reset key (`prompts`), stop playing, press it, and play on PROMPT_PAUSE_S later."""
     from dreamer_live.envs.live.keys import KeyHolder, XTestKeys
     conn = display.xlib()
     keys = KeyHolder(XTestKeys(conn))
     rng = np.random.default_rng(0)
+    actions = configlib.read_yaml(profile)["actions"]
     names = list(actions)
     tick, end, resume = 0, time.monotonic() + seconds + STOP_WAIT_S, 0.0
     try:
@@ -122,7 +162,7 @@ def play(name: str, display, actions: dict, seconds: float, record: subprocess.P
                 if name == "random":
                     held = actions[names[rng.integers(len(names))]]
                 else:
-                    held = actions[SCRIPT[tick % len(SCRIPT)]]
+                    held = actions[game.scripted(tick)]
                 keys.set(held)
                 tick += 1
             time.sleep(1 / 15)
@@ -136,9 +176,10 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
     from live_fixtures import start_xvfb
     folder = logdir / phase
     folder.mkdir(parents=True, exist_ok=True)
-    profile = profile_for(args.level, folder)
+    game = GAMES[args.game]
+    profile = profile_for(args.game, args.level, folder)
     display = start_xvfb()
-    env = display.env(SUPERTUX2_USER_DIR=str(folder / "supertux_saves"))
+    env = display.env(**{game.saves: str(folder / f"{args.game}_saves")} if game.saves else {})
     common = ["--logdir", str(folder), "--configs", *args.configs, "--env.profile", str(profile),
               "--env.live.display", display.name, "--env.live.launch", "true",  # the profile written above
               "--run.quiet", "true"]
@@ -149,8 +190,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
             print(f"[{phase}]", " ".join(cmd), flush=True)
             record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
-            actions = configlib.read_yaml(profile)["actions"]
-            play(phase, display, actions, seconds, record, follow(record)[1])
+            play(phase, game, profile, display, seconds, record, follow(record)[1])
             code = stop(record, STOP_WAIT_S, after=60)
         else:
             if phase == "demos":
@@ -179,14 +219,22 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
         display.proc.wait(10)
 
 
+def game_of(folder: pathlib.Path) -> str:
+    """The game a phase's folder played (the profile profile_for wrote there)."""
+    found = sorted(folder.glob("*_profile.yaml"))
+    if not found:
+        raise SystemExit(f"{folder} holds no *_profile.yaml: not a phase of bench/live_run.py")
+    return found[0].name[:-len("_profile.yaml")]
+
+
 def episodes(folder: pathlib.Path, by_updates: int | None = None) -> dict[str, np.ndarray]:
-    """Per episode of a phase: minutes since its start, furthest x, death (1) or not (0); a learner's
-    also the updates done when it ended (`by_updates`: only the episodes that ended by then)."""
+    """Per episode of a phase: minutes since its start, the game's figure, death (1) or not (0); a
+    learner's also the updates done when it ended (`by_updates`: only the episodes that ended by then)."""
     run = Run(folder, folder.name)
     source = "record" if folder.name in PLAYERS else "actor"
-    minutes, furthest = run.curve(source, "episode/furthest_x", "minutes")
+    minutes, figure = run.curve(source, f"episode/{GAMES[game_of(folder)].figure}", "minutes")
     _, died = run.curve(source, "episode/terminal", "minutes")
-    out = {"minutes": minutes, "furthest": furthest, "died": died}
+    out = {"minutes": minutes, "figure": figure, "died": died}
     if source == "actor":
         at = run.curve("learner", "learner/updates_per_s", "minutes")[0]  # its lines' step: updates
         updates = run.curve("learner", "learner/updates_per_s")[0]
@@ -203,25 +251,27 @@ def some_episodes(folder: pathlib.Path, count: int | None = None, last: bool = F
             for k, v in episodes(folder, by_updates).items()}
 
 
-def missing_game() -> str:
-    """Why SuperTux cannot run here (no Xvfb, no game binary at the profile's path), or ""."""
-    binary = configlib.read_yaml(configlib.CONFIG_DIR / "games/supertux.yaml")["launch"]["command"][0]
+def missing_game(game: str = "supertux") -> str:
+    """Why `game` cannot run here (no Xvfb, no game binary at its profile's launch command), or ""."""
+    command = configlib.read_yaml(package_profile(game))["launch"]["command"]
+    binary = next(word for word in command if word != "env" and "=" not in word)  # past `env VAR=...`
     if shutil.which("Xvfb") and os.path.exists(binary):
         return ""
-    return "needs Xvfb and SuperTux (apt-get install xvfb supertux)"
+    return f"needs Xvfb and {binary} (apt-get install xvfb {GAMES[game].package})"
 
 
 def figures(folder: pathlib.Path, count: int | None = None, last: bool = False,
             by_updates: int | None = None) -> dict:
-    """Episodes, deaths, mean and best furthest x, the share of episodes past each landmark, over the
-    first (or `last`) `count` episodes (all: None; `by_updates`: of those that ended by then); a
-    learner's updates, updates/s and train ratio."""
+    """Episodes, deaths, the mean and best of the game's figure, the share of episodes past each
+    landmark, over the first (or `last`) `count` episodes (all: None; `by_updates`: of those that ended
+    by then); a learner's updates, updates/s and train ratio."""
     ep = some_episodes(folder, count, last, by_updates)
-    x = ep["furthest"]
+    game, x = GAMES[game_of(folder)], ep["figure"]
     out = {"episodes": len(x), "deaths": int(ep["died"].sum())}
     if len(x):
-        out.update(mean_x=float(x.mean()), best_x=float(x.max()), minutes=float(ep["minutes"][-1]),
-                   **{f"past_{name}": float((x > at + 1).mean()) for name, at in LANDMARKS.items()})
+        out.update(mean=float(x.mean()), best=float(x.max()), minutes=float(ep["minutes"][-1]),
+                   **{f"past_{name}": float((x > at + game.beyond).mean())
+                      for name, at in game.landmarks.items()})
     if folder.name not in PLAYERS:
         run = Run(folder, folder.name)
         steps, rates = run.curve("learner", "learner/updates_per_s")
@@ -234,23 +284,24 @@ def figures(folder: pathlib.Path, count: int | None = None, last: bool = False,
 
 
 def ends(folder: pathlib.Path, count: int | None = None, by_updates: int | None = None) -> str:
-    """Where the last `count` episodes (all: None) ended: the ENDS_SHOWN most common ENDS_PX-wide spans
-    of their furthest x, each with its episodes and deaths."""
-    ep = some_episodes(folder, count, last=True, by_updates=by_updates)
-    spans, died = (ep["furthest"] // ENDS_PX).astype(int) * ENDS_PX, ep["died"]
+    """Where the last `count` episodes (all: None) ended: the ENDS_SHOWN most common spans of the game's
+    figure (Game.span wide), each with its episodes and deaths."""
+    ep, game = some_episodes(folder, count, last=True, by_updates=by_updates), GAMES[game_of(folder)]
+    spans, died = ep["figure"] // game.span * game.span, ep["died"]
     values, counts = np.unique(spans, return_counts=True)
-    return ", ".join(f"x {s}-{s + ENDS_PX} {int((spans == s).sum())} ({int(died[spans == s].sum())} died)"
+    return ", ".join(f"{game.label} {s:g} to {s + game.span:g} {int((spans == s).sum())} "
+                     f"({int(died[spans == s].sum())} died)"
                      for s in values[np.argsort(-counts, kind="stable")][:ENDS_SHOWN])
 
 
 def windows(folder: pathlib.Path, minutes: float) -> list[tuple[str, int, int, float, float]]:
-    """Per `minutes` of a phase: its label, episodes, deaths, mean and best furthest x."""
+    """Per `minutes` of a phase: its label, episodes, deaths, the mean and best of the game's figure."""
     ep = episodes(folder)
     out = []
     for start in np.arange(0, ep["minutes"].max(initial=0), minutes):
         inside = (ep["minutes"] >= start) & (ep["minutes"] < start + minutes)
         if inside.any():
-            x = ep["furthest"][inside]
+            x = ep["figure"][inside]
             out.append((f"{start:.0f}-{start + minutes:.0f}", int(inside.sum()),
                         int(ep["died"][inside].sum()), float(x.mean()), float(x.max())))
     return out
@@ -270,8 +321,9 @@ def moved(folder: pathlib.Path) -> str:
 
 
 def shown(figs: dict) -> str:
-    """A summary line's SHOWN figures."""
-    return ", ".join(f"{k} {figs[k]:.2f}" for k in SHOWN if k in figs)
+    """A summary line's figures: deaths, mean, best and the shares past the landmarks."""
+    return ", ".join(f"{k} {v:.2f}" for k, v in figs.items()
+                     if k in ("deaths", "mean", "best") or k.startswith("past_"))
 
 
 def summarize(logdir: pathlib.Path, window: float, at_updates: tuple[int, ...] = ()) -> None:
@@ -280,6 +332,7 @@ def summarize(logdir: pathlib.Path, window: float, at_updates: tuple[int, ...] =
     done = [p for p in PHASES if (logdir / p / "metrics.jsonl").exists()]
     if not done:
         raise SystemExit(f"no phase of {logdir} has metrics")
+    game = game_of(logdir / done[0])
     learned = figures(logdir / "learn")["episodes"] if "learn" in done else None
     played = {p: figures(logdir / p)["episodes"] for p in done if p in PLAYERS}
     for phase in done:
@@ -305,7 +358,8 @@ def summarize(logdir: pathlib.Path, window: float, at_updates: tuple[int, ...] =
                       + f"; they end most at: {ends(logdir / phase, GOAL_EPISODES, updates)}")
             print(f"{'':>9}  {moved(logdir / phase)}")
             print(f"{'':>9}  per {window:.0f} minutes: " + "; ".join(
-                f"{w}: {n} episodes, {d} deaths, mean x {m:.0f}, best {b:.0f}"
+                f"{w}: {n} episodes, {d} deaths, mean {m:.{GAMES[game].decimals}f}, "
+                f"best {b:.{GAMES[game].decimals}f}"
                 for w, n, d, m, b in windows(logdir / phase, window)))
     import matplotlib
     matplotlib.use("Agg")
@@ -313,10 +367,10 @@ def summarize(logdir: pathlib.Path, window: float, at_updates: tuple[int, ...] =
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for phase in done:
         ep = episodes(logdir / phase)
-        ax.plot(ep["minutes"], ep["furthest"], ".", alpha=0.5, label=phase)
-    ax.set(xlabel="minutes", ylabel="furthest x per episode (pixels)", title=f"SuperTux: {logdir.name}")
+        ax.plot(ep["minutes"], ep["figure"], ".", alpha=0.5, label=phase)
+    ax.set(xlabel="minutes", ylabel=f"{GAMES[game].label} per episode", title=f"{game}: {logdir.name}")
     ax.legend()
-    out = logdir / "supertux_run.png"
+    out = logdir / f"{game}_run.png"
     fig.savefig(out, dpi=100, bbox_inches="tight")
     print(f"figure: {out}")
 
@@ -328,7 +382,9 @@ def main() -> int:
     p.add_argument("--player-minutes", type=float, default=10.0, help="minutes of each scripted player")
     p.add_argument("--demo-fraction", type=float, default=0.25, help="replay.demo_fraction of `demos`")
     p.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
-    p.add_argument("--configs", nargs="+", default=["supertux"], help="presets of every phase")
+    p.add_argument("--game", choices=GAMES, default="supertux", help="the live preset played (default "
+                   "supertux)")
+    p.add_argument("--configs", nargs="+", default=None, help="presets of every phase (default: --game)")
     p.add_argument("--level", default=LEVEL, help="the level file SuperTux starts")
     p.add_argument("--logdir", type=pathlib.Path, default=None,
                    help="a logdir whose learning phase ran already resumes it for --minutes more")
@@ -343,21 +399,22 @@ def main() -> int:
     if args.summarize:
         summarize(args.summarize, args.window_minutes, args.at_updates)
         return 0
+    args.configs = args.configs or [args.game]
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
-        args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("supertux_run")
-    missing = missing_game()
+        args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("live_run")
+    missing = missing_game(args.game)
     if missing:
         if args.smoke:
-            return skip("supertux_run", missing)
+            return skip("live_run", missing)
         raise SystemExit(missing)
-    logdir = args.logdir or REPO / "logdir" / f"bench-supertux-{time.strftime('%Y%m%d-%H%M%S')}"
+    logdir = args.logdir or REPO / "logdir" / f"bench-{args.game}-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
     try:
         for phase in args.phases:
             run_phase(phase, logdir, args, rest)
     except KeyboardInterrupt:
-        print(f"supertux_run: stopped (Ctrl-C); what ran so far in {logdir}:", flush=True)
+        print(f"live_run: stopped (Ctrl-C); what ran so far in {logdir}:", flush=True)
         summarize(logdir, args.window_minutes, args.at_updates)
         return 130
     summarize(logdir, args.window_minutes, args.at_updates)
