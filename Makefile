@@ -22,10 +22,10 @@ $(STAMP_TEST): pyproject.toml | $(PY)
 run: $(STAMP_RUN)
 	$(PY) -m dreamer_live.run $(ARGS)
 
-# One process; ARGS="-n auto --dist loadgroup": pytest-xdist workers (tests/conftest.py sizes and groups
-# them; faster, not yet reliable: docs/testing.md)
+# pytest-xdist workers, 1.5 per core, each module (or modules sharing a run) on one worker
+# (tests/conftest.py); ARGS="-n 0" runs one process (docs/testing.md).
 test: $(STAMP_TEST)
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n auto --dist loadgroup $(ARGS)
 
 # ruff (pyproject.toml's [tool.ruff]): unused imports, redefinitions, undefined names, import order.
 lint: $(STAMP_TEST)

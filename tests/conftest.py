@@ -154,7 +154,7 @@ def run_dir(tmp_path_factory):
     return logdir
 
 
-# Under pytest-xdist (`-n auto --dist loadgroup`; `make test` runs one process), a test module runs
+# Under pytest-xdist (`make test`: `-n auto --dist loadgroup`), a test module runs
 # whole on one worker, and the modules that share a session fixture's run share a worker, so every
 # module fixture and shared run is made once.
 SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
