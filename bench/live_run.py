@@ -322,7 +322,7 @@ def moved(folder: pathlib.Path) -> str:
 
 def shown(figs: dict) -> str:
     """A summary line's figures: deaths, mean, best and the shares past the landmarks."""
-    return ", ".join(f"{k} {v:.2f}" for k, v in figs.items()
+    return ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in figs.items()
                      if k in ("deaths", "mean", "best") or k.startswith("past_"))
 
 
