@@ -8,8 +8,8 @@
 --game names a live preset this bench knows (GAMES): SuperTux on one level (`supertux`) or LBreakout2
 (`lbreakout2`). Phases, each on its own Xvfb display with the game started by the env (its saves kept
 apart where the game has them):
-  scripted     the game's scripted player (SuperTux: holds right and jumps; LBreakout2: moves the paddle
-               under the ball, read from the game's memory), 15 actions per second, recorded through
+  scripted     the game's scripted player (SuperTux: holds right and jumps; LBreakout2: fires and holds
+               still), 15 actions per second, recorded through
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
