@@ -9,6 +9,8 @@ files in a temporary folder. It passes when it exits 0; the figures are not chec
 test). A bench that needs what this machine lacks (Xvfb, SuperTux) prints one line starting with
 SKIPPED, exits 0 and shows as "PASS (skipped: ...)". Prints per bench its name, seconds and PASS or
 FAIL (a failure with its output's last lines), then `N passed, M failed`; exits 1 when any failed.
+The benches compile as the tests do (`cli.quick_compile`: fast compiles, slower steps), since a smoke
+run's figures are not kept.
 
 Also the benches' shared --smoke helpers: add_smoke (the flag), smoke_dir (a scratch folder), skip.
 """
@@ -25,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from dreamer_live import cli
 
 BENCH = pathlib.Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.names) - set(names))
     if unknown:
         p.error(f"no bench named {', '.join(unknown)} (benches: {' '.join(names)})")
+    cli.quick_compile()
     # Children get Ctrl-C's default action even when this runs in the background of a script.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     results = []

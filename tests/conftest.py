@@ -35,13 +35,8 @@ IMAGE_AGENT = {
 TRAIN_STEPS = 300  # run_dir's updates: the decoder picks up paddle and fruit after ~200
 
 
-# Most of a cold CPU compile is LLVM optimising code that a test then runs for a few steps: at LLVM
-# -O0 and with XLA's older CPU fusion emitter, the debug preset's train step compiles in ~4.5 s, not
-# ~11 s, and runs in ~12 ms, not ~5 ms. Set in the environment, before JAX starts, so the processes
-# the tests start use it too; the commands themselves never read this file and keep XLA's defaults.
-# XLA_FLAGS is part of the compilation cache's key, so these programs never mix with production ones.
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
-# The same options at XLA's defaults, per program: for a test that runs hundreds of updates.
+# cli.QUICK_COMPILE_XLA_FLAGS' options at XLA's defaults, per program: for a test that runs hundreds
+# of updates.
 RUN_FAST = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
@@ -54,10 +49,11 @@ def optimized(agent):
 
 
 def pytest_configure(config):
-    """Compile fast (TEST_XLA_FLAGS); turn on the compilation cache under the user's cache folder; a
-    SIGTERM stops the suite as Ctrl-C does, so the tests' `finally` blocks stop what they started
-    (raylets, games, commands) instead of leaving them running."""
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+    """Compile fast (cli.quick_compile: the processes the tests start too); turn on the compilation
+    cache under the user's cache folder; a SIGTERM stops the suite as Ctrl-C does, so the tests'
+    `finally` blocks stop what they started (raylets, games, commands) instead of leaving them
+    running."""
+    cli.quick_compile()
     cli.setup_jax(resolve())
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
