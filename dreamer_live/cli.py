@@ -146,20 +146,25 @@ XLA_CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_IND
 # is LLVM optimising code, and at -O0 with XLA's older CPU fusion emitter the debug preset's train step
 # compiles in ~4.5 s, not ~11 s (and runs in ~12 ms, not ~5 ms). XLA_FLAGS is part of the compilation
 # cache's key, so these programs never mix with a run's.
-QUICK_COMPILE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+QUICK_COMPILE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+
+def add_xla_flags(flags: tuple[str, ...]) -> None:
+    """Add `flags` to XLA_FLAGS, for this process and those it starts (before JAX starts a backend),
+    each unless already named."""
+    current = os.environ.get("XLA_FLAGS", "")
+    extra = [f for f in flags if f.split("=")[0] not in current]
+    os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
 
 
 def quick_compile() -> None:
-    """Add QUICK_COMPILE_XLA_FLAGS to XLA_FLAGS, for this process and those it starts (before JAX starts
-    a backend): compiles fast, runs slower; the commands never call it."""
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_COMPILE_XLA_FLAGS}".strip()
+    """Add QUICK_COMPILE_XLA_FLAGS to XLA_FLAGS: compiles fast, runs slower; the commands never call it."""
+    add_xla_flags(QUICK_COMPILE_XLA_FLAGS)
 
 
 def set_xla_flags() -> None:
     """Add XLA_CPU_FLAGS to XLA_FLAGS (before JAX starts a backend), each unless already named."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    extra = [f for f in XLA_CPU_FLAGS if f.split("=")[0] not in flags]
-    os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    add_xla_flags(XLA_CPU_FLAGS)
 
 
 def setup_jax(config: configlib.Config) -> None:
