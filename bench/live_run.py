@@ -19,12 +19,13 @@ apart where the game has them):
 The players press keys on the display (XTest) as a person would; `record` reads them from the keyboard.
 Per phase it prints episodes, deaths, the mean and best of the game's figure per episode (SuperTux: the
 actor's episode/furthest_x, with the share of episodes past the step at x 2144, the pit at 3740 and the
-bell at 5360; LBreakout2: episode/return, one episode per ball); the players' also over the learner's
-episode count when they played that many; the learner's first and last episodes as many as each
-player's, its last 20 (also as they stood at each --at-updates: runs compared at the updates a slower
-machine affords), when its policy left uniform play, its figures per --window-minutes, its updates,
-updates/s and train ratio; and where a player's episodes and the learner's last 20 end most. The figure
-shows the game's figure per episode against minutes (running time: a resumed phase's stop is left out).
+bell at 5360; LBreakout2: episode/return, one episode per game on the first level); the players' also
+over the learner's episode count when they played that many; the learner's first and last episodes as
+many as each player's, its last 20 (also as they stood at each --at-updates: runs compared at the
+updates a slower machine affords), when its policy left uniform play, its figures per --window-minutes,
+its updates, updates/s and train ratio; and where a player's episodes and the learner's last 20 end
+most. The figure shows the game's figure per episode against minutes (running time: a resumed phase's
+stop is left out).
 """
 
 from __future__ import annotations
