@@ -3,10 +3,12 @@ game's small moving objects?
 
     .venv/bin/python bench/pixel_probe.py [--model autoencoder|world] [--configs catcher_pixels]
         [--env.size '[16, 16]'] [--env.grayscale true] [--agent.enc.depth 8 --agent.dec.depth 8]
-        [--steps 6000] [--lr 1e-3]
+        [--steps 6000] [--lr 1e-3] [--replay DIR]
     .venv/bin/python bench/pixel_probe.py --smoke      # 400 frames, 5 steps, debug preset
 
-Frames come from the game (preset and overrides as for every command) played by held random keys.
+Frames come from the game (preset and overrides as for every command) played by held random keys, or
+with `--replay DIR` from a saved replay (its last --frames steps, with their actions; a live game's
+replay, or a recording by `record`), resized to `env.size` where that differs from the replay's.
 `--model autoencoder`: the world model's own `Encoder`, a dense bottleneck (or the RSSM's sampled
 categoricals, `--latent categorical`) and its own `Decoder`, built from the `agent` config, trained with
 Adam on the summed squared error the world model uses. `--model world`: the whole world model (RSSM,
@@ -34,6 +36,7 @@ from smoke import add_smoke  # noqa: E402
 
 from dreamer_live import cli, config as configlib  # noqa: E402
 from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
+from dreamer_live.envs.wrappers import resize_image  # noqa: E402
 from dreamer_live.steps import game_keys, is_log  # noqa: E402
 
 
@@ -63,6 +66,34 @@ def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
     return key, spaces, {k: np.stack([o[k] for o in out]) for k in out[0]}
 
 
+def from_replay(config, replay_dir: pathlib.Path, frames: int) -> tuple[str, dict, dict]:
+    """As `collect`, from the last `frames` steps of a saved replay, the image resized to env.size."""
+    import gymnasium
+    from PIL import Image
+
+    from dreamer_live import spaces as spaceslib
+    from dreamer_live.tools.viz import replay_steps
+
+    found = spaceslib.load(replay_dir)
+    if found is None:
+        raise SystemExit(f"bench/pixel_probe.py: {replay_dir / spaceslib.FILE} is missing")
+    obs_space, _ = found
+    (key,) = [k for k, s in obs_space.items() if len(s.shape) == 3] or [None]
+    if key is None:
+        raise SystemExit(f"bench/pixel_probe.py: the replay in {replay_dir} has no image observation")
+    data = replay_steps(replay_dir, [k for k in obs_space if not is_log(k)] + ["action"])
+    data = {k: v[-frames:] for k, v in data.items()}
+    data["is_first"][0] = True
+    size, grey = tuple(config.env.size), obs_space[key].shape[-1] == 1
+    if data[key].shape[1:3] != size:
+        data[key] = np.stack([resize_image(Image.fromarray(f[..., 0] if grey else f), size, grey)
+                              for f in data[key]])
+    shape = data[key].shape[1:]
+    spaces = {k: obs_space[k] for k in game_keys(obs_space)}
+    spaces[key] = gymnasium.spaces.Box(0, 255, shape, np.uint8)
+    return key, spaces, data
+
+
 def main(argv: list[str]) -> int:
     """Collect frames, train the model and print the moving-object error as it trains."""
     p = argparse.ArgumentParser(prog="bench/pixel_probe.py", description=__doc__.splitlines()[0],
@@ -82,6 +113,8 @@ def main(argv: list[str]) -> int:
                         "(agent.rssm.stoch x classes, unimix, straight-through) with no KL, or their "
                         "probabilities unsampled (default dense)")
     p.add_argument("--every", type=int, default=250, help="steps between reports (default 250)")
+    p.add_argument("--replay", type=pathlib.Path, default=None, metavar="DIR",
+                   help="frames from this saved replay instead of random play")
     add_smoke(p)
     args, rest = p.parse_known_args(argv)
     if args.smoke:  # 400 frames: 64 held out
@@ -91,7 +124,8 @@ def main(argv: list[str]) -> int:
     import jax
 
     began = time.perf_counter()
-    image, spaces, data = collect(config, args.frames, config.seed)
+    image, spaces, data = (from_replay(config, args.replay, args.frames) if args.replay
+                           else collect(config, args.frames, config.seed))
     frames = data[image]
     h, w, c = frames.shape[1:]
     held = min(2000, len(frames) // 5) // 64 * 64
