@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from pixel_probe import moving_pixels  # noqa: E402
+from pixel_probe import left_out_error, moving_pixels  # noqa: E402
 from smoke import add_smoke  # noqa: E402
 
 from dreamer_live import cli, config as configlib  # noqa: E402
@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
             moving = moving_pixels(truth)
             print(f"  '{name}': squared error per frame {error.sum((2, 3, 4)).mean():.3f}, of which on "
                   f"moving-object pixels {np.where(moving, error, 0).sum((2, 3, 4)).mean():.3f} "
-                  f"(their energy {np.where(moving, truth ** 2, 0).sum((2, 3, 4)).mean():.3f})")
+                  f"(their energy {left_out_error(truth, moving).mean():.3f})")
         reward = np.asarray(wm.reward(p, feat)[0])
         truth = batch["reward"]
         for label, where in (("> 0", truth > 0), ("< 0", truth < 0), ("= 0", truth == 0)):
