@@ -8,8 +8,7 @@ live desktop game from env.profile). Wrappers, innermost first, each only when c
     action repeat   lockstep only: built-in games take it as frame_skip, gymnasium envs repeat step();
                     real-time envs (env.clock realtime, live, env.pace_hz) tick slower: see `tick_hz`
     real time       env.pace_hz > 0: a lockstep env runs on its own clock (RealtimeRunner)
-    resize          image to env.size [height, width], RGB or env.grayscale (live: the env's own,
-                    to the profile's obs size where it sets one)
+    resize          image to env.size [height, width], RGB or env.grayscale
     frame stack     env.frame_stack > 1
     teleport death, stagnation, milestones, death zone   read log/<env.progress_key> (see wrappers.py)
     time cap        env.time_cap_steps / env.time_cap_s (truncation)
@@ -146,8 +145,7 @@ def apply_wrappers(env: Env, config) -> Env:
     cfg = config.env
     if cfg.pace_hz > 0:
         env = RealtimeRunner(env, cfg.pace_hz)
-    # A live env's frames are already at its profile's obs size (else env.size): that rule is make_live_env's.
-    if "image" in env.obs_space and config.env.name != "live":
+    if "image" in env.obs_space:
         want = (*cfg.size, 1 if cfg.grayscale else 3)
         if tuple(env.obs_space["image"].shape) != tuple(want):
             env = w.Resize(env, cfg.size, cfg.grayscale)

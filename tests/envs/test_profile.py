@@ -61,7 +61,7 @@ def test_a_full_profile_parses():
             "x": {"module": "game.exe", "offset": "0x1A2B", "offsets": ["10", 0x1E8], "type": "f32",
                   "range": [0, 20000]},
             "coins": {"address": 0x7FF000, "type": "i32"}}},
-        obs={"size": [64, 64], "grayscale": True, "vector": ["x", "coins"]},
+        obs={"vector": ["x", "coins"]},
         reward={"x": 0.01, "coins": 1},
         terminal=[{"value": "coins", "decreased": True}, {"value": "x", "below": -100, "after_steps": 2}],
         playing=[{"value": "coins", "above": -1}, {"value": "x", "below": 5000}],
@@ -72,7 +72,7 @@ def test_a_full_profile_parses():
     assert (x.module, x.offset, x.offsets, x.type, x.size) == ("game.exe", 0x1A2B, (0x10, 0x1E8), "f32", 4)
     assert x.describe() == '"game.exe"+1A2B -> [+10] -> [+1E8]'
     assert (x.low, x.high) == (0, 20000) and p.values[1].high == float("inf")
-    assert p.pointer_size == 4 and p.region == (0, 20, 640, 460) and p.size == (64, 64)
+    assert p.pointer_size == 4 and p.region == (0, 20, 640, 460)
     assert p.reward == (RewardTerm("x", 0.01), RewardTerm("coins", 1.0))
     assert p.terminal[0].holds(5, 4) and not p.terminal[0].holds(5, 5) and p.terminal[1].holds(None, -101)
     assert (p.terminal[0].after_steps, p.terminal[1].after_steps) == (0, 2)
@@ -128,7 +128,8 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
      "reset[0].until.increased: unknown key"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reset": [{"until": {"value": "x", "above": 0}, "retries": 1.5}]},
      "reset[0].retries: expects a whole number >= 0, got 1.5"),
-    ({"obs": {"size": [64]}}, "obs.size: expects [height, width]"),
+    ({"obs": {"size": [64, 64]}}, "obs.size: the picture's size is the run's, not the game's: set env.size"),
+    ({"obs": {"grayscale": True}}, "obs.grayscale: the picture's grayscale is the run's"),
     ({"memory": {"values": {"x": {"address": 1}}}, "playing": [{"value": "x", "changed": True}]},
      "playing[0].changed: unknown key"),
     ({"memory": {"values": {"x": {"address": 1}}}, "playing": {"value": "x", "above": 0}},

@@ -27,16 +27,14 @@ def profile_path(name: str) -> pathlib.Path:
 
 
 def make_live_env(config, inject_keys: bool = True) -> LiveEnv:
-    """The LiveEnv for config.env.profile (obs size/colour: the profile's, else env.size/grayscale);
-    with inject_keys False it never sends a key (a person plays)."""
+    """The LiveEnv for config.env.profile, its frames at env.size in env.grayscale; with inject_keys False
+    it never sends a key (a person plays)."""
     env = config.env
     if not env.profile:
         raise UserError("env.name live needs a game profile: --env.profile PATH.yaml, or a name "
                         f"from {CONFIG_DIR / 'games'}")
     profile = load_profile(profile_path(env.profile))
-    size = profile.size or tuple(env.size)
-    grayscale = env.grayscale if profile.grayscale is None else profile.grayscale
-    return LiveEnv(profile, size=size, grayscale=grayscale, obs=env.obs,
+    return LiveEnv(profile, size=tuple(env.size), grayscale=env.grayscale, obs=env.obs,
                    options=LiveOptions.from_config(env.live), inject_keys=inject_keys)
 
 

@@ -14,11 +14,14 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
       values:
         x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32, range: [0, 20000]}
         coins: {address: 0x55d0c2a4f3c0, type: i32}
-    obs: {size: [64, 64], grayscale: true, vector: [x]}
+    obs: {vector: [x]}               # memory values as the state vector (env.obs vector/both)
     reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
     terminal: [{value: lives, decreased: true}]   # optional after_steps: N ends it N steps later
     playing: [{value: in_menu, equals: 0}]        # the game is in play while all hold (else: not recorded)
     reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
+
+The picture's size and colour are the run's (`env.size`, `env.grayscale`: a preset or the command line),
+not the game's: a profile that sets `obs.size` or `obs.grayscale` is refused with the fix.
 
 Pointer chains: `[[[module + offset] + o1] + o2] + o3` for offsets [o1, o2, o3] (in Cheat Engine's pointer
 dialog the first offset applied is the bottom one). Numbers may be written 0x1A2B or "1A2B" in hex.
@@ -143,8 +146,6 @@ class Profile:
     pointer_size: int = 0  # 0 = the process's own (auto)
     addresses_from: str = ""
     values: tuple[ValueSpec, ...] = ()
-    size: tuple[int, int] | None = None
-    grayscale: bool | None = None
     vector: tuple[str, ...] = ()
     reward: tuple[RewardTerm, ...] = ()
     terminal: tuple[Condition, ...] = ()
@@ -386,17 +387,13 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
                                 f"values: {', '.join(sorted(names)) or 'none'}")
         return name
 
-    obs = c.mapping(top.get("obs"), "obs", ("size", "grayscale", "vector"))
-    size = obs.get("size")
-    if size is not None:
-        if (not isinstance(size, (list, tuple)) or len(size) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)):
-            raise c.fail("obs.size", f"expects [height, width], got {size!r}")
-        fields["size"] = tuple(size)
-    grayscale = obs.get("grayscale")
-    if grayscale is not None and not isinstance(grayscale, bool):
-        raise c.fail("obs.grayscale", f"expects true or false, got {grayscale!r}")
-    fields["grayscale"] = grayscale
+    obs = top.get("obs")
+    for key in ("size", "grayscale"):
+        if isinstance(obs, Mapping) and key in obs:
+            raise c.fail(f"obs.{key}", f"the picture's {key} is the run's, not the game's: set env.{key} in "
+                                       f"the preset or on the command line (--env.{key} ...) and remove "
+                                       f"it from the profile")
+    obs = c.mapping(obs, "obs", ("vector",))
     vector = obs.get("vector") or []
     if not isinstance(vector, (list, tuple)):
         raise c.fail("obs.vector", f"expects a list of memory value names, got {vector!r}")
