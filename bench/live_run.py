@@ -13,6 +13,7 @@ apart where the game has them):
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
+               (both players' record gets the arguments after --: config overrides such as --env.size)
   learn        `python -m dreamer_live.run` (actor + learner) for --minutes from when the game plays; in a
                --logdir where it ran before, it resumes (checkpoint and replay) for --minutes more
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
@@ -187,7 +188,8 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
     try:
         if phase in PLAYERS:
             seconds = args.player_minutes * 60
-            cmd = [sys.executable, "-m", "dreamer_live.record", *common, "--actor.duration", str(seconds)]
+            cmd = [sys.executable, "-m", "dreamer_live.record", *common, "--actor.duration", str(seconds),
+                   *rest]
             print(f"[{phase}]", " ".join(cmd), flush=True)
             record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -395,7 +397,8 @@ def main() -> int:
     p.add_argument("--at-updates", type=int, nargs="+", default=[], metavar="N",
                    help="the learner's last 20 episodes also as they stood at N updates")
     add_smoke(p)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after --")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after -- (config overrides reach the "
+                   "players' record too)")
     args = p.parse_args()
     if args.summarize:
         summarize(args.summarize, args.window_minutes, args.at_updates)
