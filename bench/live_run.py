@@ -397,8 +397,8 @@ def main() -> int:
     p.add_argument("--at-updates", type=int, nargs="+", default=[], metavar="N",
                    help="the learner's last 20 episodes also as they stood at N updates")
     add_smoke(p)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for dreamer_live.run after -- (config overrides reach the "
-                   "players' record too)")
+    p.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="arguments for dreamer_live.run after -- (config overrides reach the players' record too)")
     args = p.parse_args()
     if args.summarize:
         summarize(args.summarize, args.window_minutes, args.at_updates)

@@ -40,16 +40,20 @@ from dreamer_live.envs.wrappers import resize_image  # noqa: E402
 from dreamer_live.steps import game_keys, is_log  # noqa: E402
 
 
+def background(frames: np.ndarray) -> np.ndarray:
+    """The median frame of [..., H, W, C] frames: what stays put."""
+    return np.median(frames, axis=tuple(range(frames.ndim - 3)))
+
+
 def moving_pixels(frames: np.ndarray) -> np.ndarray:
     """Object pixels of [..., H, W, C] frames in [0, 1]: those more than 0.1 from the median frame."""
-    return np.abs(frames - np.median(frames, axis=tuple(range(frames.ndim - 3)))) > 0.1
+    return np.abs(frames - background(frames)) > 0.1
 
 
 def left_out_error(frames: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per frame, the squared error on `mask` of drawing the background (the median frame) there: a
-    model's error on those pixels at this figure means it leaves them out."""
-    background = np.median(frames, axis=tuple(range(frames.ndim - 3)))
-    return np.where(mask, (frames - background) ** 2, 0).sum((-3, -2, -1))
+    """Per frame, the squared error on `mask` of drawing the background there: a model's error on those
+    pixels at this figure means it leaves them out."""
+    return np.where(mask, (frames - background(frames)) ** 2, 0).sum((-3, -2, -1))
 
 
 def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
