@@ -36,7 +36,7 @@ from smoke import add_smoke  # noqa: E402
 
 from dreamer_live import cli, config as configlib  # noqa: E402
 from dreamer_live.envs import lockstep_twin, make_env  # noqa: E402
-from dreamer_live.envs.wrappers import resize_image  # noqa: E402
+from dreamer_live.envs.wrappers import resize_array  # noqa: E402
 from dreamer_live.steps import game_keys, is_log  # noqa: E402
 
 
@@ -56,13 +56,19 @@ def left_out_error(frames: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, (frames - background(frames)) ** 2, 0).sum((-3, -2, -1))
 
 
+def image_key(obs_space: dict, source: str) -> str:
+    """The one image observation's key; exits naming `source` when there is none."""
+    (key,) = [k for k, s in obs_space.items() if len(s.shape) == 3] or [None]
+    if key is None:
+        raise SystemExit(f"bench/pixel_probe.py: {source} has no image observation")
+    return key
+
+
 def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
     """(image key, model inputs' spaces, `frames` steps of random play as arrays: every observation key
     and the one-hot action taken at it); each key is held for ~5 steps."""
     env = make_env(config)
-    (key,) = [k for k, s in env.obs_space.items() if len(s.shape) == 3] or [None]
-    if key is None:
-        raise SystemExit("bench/pixel_probe.py: the env has no image observation (use env.obs image)")
+    key = image_key(env.obs_space, "the env (use env.obs image)")
     rng = np.random.default_rng(seed)
     count = env.act_space.n
     action, out, obs = 0, [], env.reset()
@@ -80,7 +86,6 @@ def collect(config, frames: int, seed: int) -> tuple[str, dict, dict]:
 def from_replay(config, replay_dir: pathlib.Path, frames: int) -> tuple[str, dict, dict]:
     """As `collect`, from the last `frames` steps of a saved replay, the image resized to env.size."""
     import gymnasium
-    from PIL import Image
 
     from dreamer_live import spaces as spaceslib
     from dreamer_live.tools.viz import replay_steps
@@ -89,16 +94,13 @@ def from_replay(config, replay_dir: pathlib.Path, frames: int) -> tuple[str, dic
     if found is None:
         raise SystemExit(f"bench/pixel_probe.py: {replay_dir / spaceslib.FILE} is missing")
     obs_space, _ = found
-    (key,) = [k for k, s in obs_space.items() if len(s.shape) == 3] or [None]
-    if key is None:
-        raise SystemExit(f"bench/pixel_probe.py: the replay in {replay_dir} has no image observation")
+    key = image_key(obs_space, f"the replay in {replay_dir}")
     data = replay_steps(replay_dir, [k for k in obs_space if not is_log(k)] + ["action"])
     data = {k: v[-frames:] for k, v in data.items()}
     data["is_first"][0] = True
     size, grey = tuple(config.env.size), obs_space[key].shape[-1] == 1
     if data[key].shape[1:3] != size:
-        data[key] = np.stack([resize_image(Image.fromarray(f[..., 0] if grey else f), size, grey)
-                              for f in data[key]])
+        data[key] = np.stack([resize_array(f, size, grey) for f in data[key]])
     shape = data[key].shape[1:]
     spaces = {k: obs_space[k] for k in game_keys(obs_space)}
     spaces[key] = gymnasium.spaces.Box(0, 255, shape, np.uint8)

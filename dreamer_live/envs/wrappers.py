@@ -119,10 +119,14 @@ class Resize(Wrapper):
         self.obs_space[key] = gymnasium.spaces.Box(0, 255, (*self.size, channels), np.uint8)
 
     def transform(self, obs):
-        """Resize the image and convert its colour (`resize_image`)."""
-        image = np.asarray(obs[self.key], np.uint8)
-        pil = Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image)
-        return {**obs, self.key: resize_image(pil, self.size, self.grayscale)}
+        """Resize the image and convert its colour (`resize_array`)."""
+        return {**obs, self.key: resize_array(obs[self.key], self.size, self.grayscale)}
+
+
+def resize_array(image: np.ndarray, size: tuple[int, int], grayscale: bool) -> np.ndarray:
+    """`resize_image` of a uint8 [H, W, 1] or [H, W, 3] array."""
+    image = np.asarray(image, np.uint8)
+    return resize_image(Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image), size, grayscale)
 
 
 def resize_image(image: Image.Image, size: tuple[int, int], grayscale: bool) -> np.ndarray:
