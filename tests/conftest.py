@@ -14,8 +14,9 @@ from dreamer_live import cli
 from dreamer_live.config import resolve
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-# The live tests' fixtures (xvfb) for every test module, without an import that shadows them.
-pytest_plugins = ("live_fixtures",)
+# For every test module, without an import that shadows them: the live tests' fixtures (xvfb) and how
+# pytest-xdist groups the tests on workers.
+pytest_plugins = ("live_fixtures", "xdist_groups")
 
 # A tiny agent on 32x32 Catcher frames plus its state vector, learning fast (no warm-up): viz's run
 # trains it, and test_agent's discrete case tests it, at batch 4 x 16 steps (the debug preset's), so
@@ -150,31 +151,6 @@ def run_dir(tmp_path_factory):
     return logdir
 
 
-# Under pytest-xdist (`make test`: `-n auto --dist loadgroup`), a test module runs
-# whole on one worker, and the modules that share a session fixture's run share a worker, so every
-# module fixture and shared run is made once.
-SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
-               "test_hostile": "actor_run", "test_offline": "actor_run", "test_devices": "actor_run"}
 # Under parallel workers a learner at its default SCHED_IDLE gets no CPU while another worker
 # computes; tests whose learner must train within a time limit start it with these.
 UNSTARVED_LEARNER = ("--learner.idle", "false")
-
-
-def xdist_group(item) -> str:
-    """The xdist group of a test: its module's name, or its shared run's (SHARED_RUNS)."""
-    module = item.module.__name__.rpartition(".")[2]
-    return SHARED_RUNS.get(module, module)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(items):
-    """Mark each test with its xdist group."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
-
-
-def pytest_xdist_auto_num_workers(config):
-    """Workers for -n auto: 1.5 per core (the tests wait on games and child processes about half the
-    time), at most 8."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(8, max(2, (cores or 1) * 3 // 2))

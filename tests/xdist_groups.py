@@ -1,0 +1,43 @@
+"""How pytest-xdist shares the suite among workers (`make test`: `-n auto --dist loadgroup`).
+
+Each test module runs whole on one worker, and the modules that share a session fixture's run
+(SHARED_RUNS) run on one worker together, so every module fixture and shared run is made once.
+xdist's own loadgroup reads `xdist_group` marks through a suffix it writes into each test's node
+id, a write that pytest 9.2 ignores: every module fixture was then made on every worker (the
+actor-learner scenario three times). This scheduler takes the group from the node id's module
+instead and needs no mark; the largest groups go first (xdist's loadscope order)."""
+
+from __future__ import annotations
+
+import os
+
+from xdist.scheduler import LoadScopeScheduling
+
+# module -> the session fixture whose run it shares with the others of its group
+SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
+               "test_hostile": "actor_run", "test_offline": "actor_run", "test_devices": "actor_run"}
+
+
+def group(nodeid: str) -> str:
+    """A test's xdist group: its module's name, or its shared run's (SHARED_RUNS)."""
+    module = nodeid.split("::", 1)[0].rpartition("/")[2].removesuffix(".py")
+    return SHARED_RUNS.get(module, module)
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's loadscope scheduling with `group` as the scope."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group(nodeid)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """GroupScheduling for `--dist loadgroup`; xdist's own for any other mode."""
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def pytest_xdist_auto_num_workers(config):
+    """Workers for -n auto: 1.5 per core (the tests wait on games and child processes about half the
+    time), at most 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(8, max(2, (cores or 1) * 3 // 2))
