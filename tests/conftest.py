@@ -154,3 +154,7 @@ def run_dir(tmp_path_factory):
 # Under parallel workers a learner at its default SCHED_IDLE gets no CPU while another worker
 # computes; tests whose learner must train within a time limit start it with these.
 UNSTARVED_LEARNER = ("--learner.idle", "false")
+# A learner with no actor beside it in its test: at the other workers' priority too (at its default
+# nice 10 it gets about a tenth of a core that another worker's process shares), so that its test,
+# which waits on it, is not the suite's longest wait.
+LEARNER_ALONE = (*UNSTARVED_LEARNER, "--learner.nice", "0")

@@ -14,11 +14,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import stderr_lines
+from conftest import LEARNER_ALONE, stderr_lines
 from flax import serialization
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-QUIET = ["--configs", "debug", "--run.quiet", "true", "--run.video_every", "0"]
+# Every learner here runs alone (LEARNER_ALONE); the actors ignore its keys.
+QUIET = ["--configs", "debug", "--run.quiet", "true", "--run.video_every", "0", *LEARNER_ALONE]
 
 
 def command(module, logdir, *args, timeout=240):

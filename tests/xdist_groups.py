@@ -14,8 +14,10 @@ import os
 from xdist.scheduler import LoadScopeScheduling
 
 # module -> the session fixture whose run it shares with the others of its group
+# (test_hostile reads actor_run too, on a worker of its own: its tests are the suite's longest chain,
+# and a second actor_run costs a few seconds)
 SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
-               "test_hostile": "actor_run", "test_offline": "actor_run", "test_devices": "actor_run"}
+               "test_offline": "actor_run", "test_devices": "actor_run"}
 
 
 def group(nodeid: str) -> str:

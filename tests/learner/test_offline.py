@@ -9,11 +9,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import LEARNER_ALONE
 
 from dreamer_live import metrics as metricslib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-COMMON = ["--configs", "debug", "--run.quiet", "true"]
+COMMON = ["--configs", "debug", "--run.quiet", "true", *LEARNER_ALONE]
 KEEP = ["--learner.keep_checkpoints", "2"]
 
 
