@@ -31,7 +31,7 @@ test: $(STAMP_TEST)
 lint: $(STAMP_TEST)
 	$(PY) -m ruff check .
 
-# Every benchmark's --smoke mode, one at a time (bench/smoke.py; ARGS: bench names, --timeout, --verbose).
+# Every benchmark's --smoke mode, 1.5 per core at once (bench/smoke.py; ARGS: bench names, --jobs, --timeout, --verbose).
 bench-smoke: $(STAMP_TEST)
 	$(PY) bench/smoke.py $(ARGS)
 

@@ -1,14 +1,17 @@
-"""Every benchmark's --smoke mode, one after another: does each bench still run?
+"""Every benchmark's --smoke mode, a few at a time: does each bench still run?
 
-    .venv/bin/python bench/smoke.py [NAME ...] [--timeout 600] [--verbose]     (make bench-smoke)
+    .venv/bin/python bench/smoke.py [NAME ...] [--jobs N] [--timeout 600] [--verbose]   (make bench-smoke)
 
 A bench is a bench/*.py file with a `__main__` entry point (not this one); modules that other benches
 only import have none. Each runs as `bench/NAME.py --smoke`: the same code as the real bench (real
 processes, real games, the figures and the comparison printed) at tiny sizes and durations, its scratch
 files in a temporary folder. It passes when it exits 0; the figures are not checked (it is no speed
-test). A bench that needs what this machine lacks (Xvfb, SuperTux) prints one line starting with
-SKIPPED, exits 0 and shows as "PASS (skipped: ...)". Prints per bench its name, seconds and PASS or
-FAIL (a failure with its output's last lines), then `N passed, M failed`; exits 1 when any failed.
+test), so several run at once (--jobs; by default 1.5 per core, as the test suite's workers: the
+smokes wait on real-time games and child processes much of the time). A bench that needs what this
+machine lacks (Xvfb, SuperTux) prints one line starting with SKIPPED, exits 0 and shows as "PASS
+(skipped: ...)". Prints per bench, as each ends, its name, seconds and PASS or FAIL (a failure with its
+output's last lines), then `N passed, M failed`; exits 1 when any failed. Ctrl-C stops every bench
+still running.
 The benches compile as the tests do (`cli.quick_compile`: fast compiles, slower steps), since a smoke
 run's figures are not kept.
 
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from dreamer_live import cli
 
@@ -36,6 +40,7 @@ SKIPPED = "SKIPPED "  # the line a bench prints when its smoke run cannot run he
 SMOKE_HELP = ("run for seconds at tiny sizes through the same code (scratch files in a temporary folder): "
               "checks that the bench works, its figures mean nothing; bench/smoke.py runs them all")
 TAIL_LINES = 40  # lines of a failed bench's output printed
+RUNNING: set[int] = set()  # process groups of the benches running now
 
 
 def add_smoke(p: argparse.ArgumentParser) -> None:
@@ -69,6 +74,7 @@ def run(name: str, timeout: float, verbose: bool) -> tuple[bool, float, str]:
         proc = subprocess.Popen([sys.executable, str(BENCH / f"{name}.py"), "--smoke"], cwd=ROOT,
                                 stdout=None if verbose else log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        RUNNING.add(proc.pid)
         note = ""
         try:
             code = proc.wait(timeout)
@@ -80,6 +86,7 @@ def run(name: str, timeout: float, verbose: bool) -> tuple[bool, float, str]:
             except ProcessLookupError:
                 pass
             proc.wait()
+            RUNNING.discard(proc.pid)
         seconds = time.monotonic() - began
         log.seek(0)
         lines = log.read().splitlines()
@@ -94,6 +101,12 @@ def run(name: str, timeout: float, verbose: bool) -> tuple[bool, float, str]:
     return passed, seconds, note
 
 
+def default_jobs() -> int:
+    """Benches run at once by default: 1.5 per core available to this process."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) * 3 // 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benches' smoke modes one at a time; print each result and the totals."""
     names = benches()
@@ -102,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]))
     p.add_argument("names", nargs="*", metavar="NAME", help=f"benches to run (default all: {' '.join(names)})")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per bench (default 600)")
+    p.add_argument("--jobs", type=int, default=default_jobs(),
+                   help=f"benches run at once (default {default_jobs()}: 1.5 per core)")
     p.add_argument("--verbose", action="store_true", help="show every bench's output as it runs")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs: expected 1 or more, got {args.jobs}")
     unknown = sorted(set(args.names) - set(names))
     if unknown:
         p.error(f"no bench named {', '.join(unknown)} (benches: {' '.join(names)})")
@@ -111,12 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     # Children get Ctrl-C's default action even when this runs in the background of a script.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     results = []
-    for name in args.names or names:
-        print(f"{name} ...", flush=True)
-        passed, seconds, note = run(name, args.timeout, args.verbose)
-        results.append(passed)
-        print(f"{name:<20} {seconds:6.1f} s  {'PASS' if passed else 'FAIL'}{f' ({note})' if note else ''}",
-              flush=True)
+    pool = ThreadPoolExecutor(args.jobs)
+    try:
+        running = {pool.submit(run, name, args.timeout, args.verbose): name for name in args.names or names}
+        print(f"{len(running)} benches, {args.jobs} at a time ...", flush=True)
+        for done in as_completed(running):
+            passed, seconds, note = done.result()
+            results.append(passed)
+            print(f"{running[done]:<20} {seconds:6.1f} s  {'PASS' if passed else 'FAIL'}"
+                  f"{f' ({note})' if note else ''}", flush=True)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for group in list(RUNNING):
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise
+    pool.shutdown()
     print(f"{results.count(True)} passed, {results.count(False)} failed")
     return 0 if all(results) else 1
 
