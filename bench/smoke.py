@@ -33,6 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from dreamer_live import cli
+from dreamer_live.process import waiting_jobs
 
 BENCH = pathlib.Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -101,12 +102,6 @@ def run(name: str, timeout: float, verbose: bool) -> tuple[bool, float, str]:
     return passed, seconds, note
 
 
-def default_jobs() -> int:
-    """Benches run at once by default: 1.5 per core available to this process."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) * 3 // 2)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benches' smoke modes one at a time; print each result and the totals."""
     names = benches()
@@ -115,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]))
     p.add_argument("names", nargs="*", metavar="NAME", help=f"benches to run (default all: {' '.join(names)})")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per bench (default 600)")
-    p.add_argument("--jobs", type=int, default=default_jobs(),
-                   help=f"benches run at once (default {default_jobs()}: 1.5 per core)")
+    p.add_argument("--jobs", type=int, default=waiting_jobs(),
+                   help=f"benches run at once (default {waiting_jobs()}: 1.5 per core)")
     p.add_argument("--verbose", action="store_true", help="show every bench's output as it runs")
     args = p.parse_args(argv)
     if args.jobs < 1:

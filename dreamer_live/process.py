@@ -171,6 +171,13 @@ class RoleLock:
                 self._fd = None
 
 
+def waiting_jobs() -> int:
+    """Jobs to run at once when each waits on real time (games, child processes) about half its life:
+    1.5 per core this process may use (the test suite's workers, the benches' smoke runs)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) * 3 // 2)
+
+
 def _owner(text: bytes) -> str:
     try:
         record = json.loads(text)

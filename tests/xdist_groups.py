@@ -9,9 +9,9 @@ instead and needs no mark; the largest groups go first (xdist's loadscope order)
 
 from __future__ import annotations
 
-import os
-
 from xdist.scheduler import LoadScopeScheduling
+
+from dreamer_live.process import waiting_jobs
 
 # module -> the session fixture whose run it shares with the others of its group
 # (test_hostile reads actor_run too, on a worker of its own: its tests are the suite's longest chain,
@@ -39,7 +39,5 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """Workers for -n auto: 1.5 per core (the tests wait on games and child processes about half the
-    time), at most 8."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(8, max(2, (cores or 1) * 3 // 2))
+    """Workers for -n auto: process.waiting_jobs (1.5 per core), 2 to 8."""
+    return min(8, max(2, waiting_jobs()))
