@@ -405,6 +405,9 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
     sums it up; no file is written."""
     with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1") as game:
         profile = write_profile(tmp_path, game.export)
+        # The one life is lost unplayed within seconds; wait for it, so that check's first reset meets a
+        # game-over screen (Enter restarts it) rather than a game that ends between the key and the wait.
+        assert eventually(lambda: game.read("game_over") > 0.5, timeout=30)
         before = sorted(tmp_path.rglob("*"))
         result = subprocess.run(
             [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "6",
