@@ -222,7 +222,7 @@ class RayRun:
             say(f"run: {name} did not stop in time; tearing the cluster down", error=True)
             failure = failure or 1
         status.update(tail.read())
-        say(f"\nrun: done; {status.line()}; logdir {self.logdir}")
+        say(f"\nrun: done; {status.line(final=True)}; logdir {self.logdir}")
         return failure
 
     def _result(self, ray, ref, name: str) -> int:

@@ -100,7 +100,7 @@ class Children:
             if proc.returncode not in (0, None) and not failure:
                 say(f"run: {name} exited with {describe_exit(proc.returncode)}", error=True)
                 failure = proc.returncode if proc.returncode > 0 else 1
-        say(f"\nrun: done; {status.line()}; logdir {self.logdir}")
+        say(f"\nrun: done; {status.line(final=True)}; logdir {self.logdir}")
         return failure
 
     def _answer(self, answered: int) -> int:

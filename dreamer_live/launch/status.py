@@ -39,9 +39,10 @@ class Status:
             elif r.get("source") == "learner" and "learner/updates_per_s" in r:
                 self.learner = r
 
-    def line(self) -> str:
+    def line(self, final: bool = False) -> str:
         """One line: each actor's speed, lateness and policy version (and lag), returns, learner
-        progress, and `learner silent N s` when the actors have not heard from it (their rule)."""
+        progress, and `learner silent N s` when the actors have not heard from it (their rule). The
+        `final` line (a run's last) gives the learner's average rate over the run, not its last window's."""
         lr = self.learner
         parts = []
         for key, a in sorted(self.actors.items()):
@@ -59,8 +60,10 @@ class Status:
             first = sum(self.first_returns) / len(self.first_returns)
             parts.append(f"return {mean:.2f} (first episodes {first:.2f})")
         if lr:
-            parts.append(f"learner {lr.get('step', 0)} upd {lr.get('learner/updates_per_s') or 0:.2f}/s "
-                         f"ratio {lr.get('learner/train_ratio') or 0:.1f}")
+            run_rate = lr.get("learner/updates_per_s_run")
+            rate = (f"{run_rate:.2f}/s on average" if final and run_rate is not None
+                    else f"{lr.get('learner/updates_per_s') or 0:.2f}/s")
+            parts.append(f"learner {lr.get('step', 0)} upd {rate} ratio {lr.get('learner/train_ratio') or 0:.1f}")
         silent = self._silent()
         if silent:
             parts.append(silent)

@@ -41,6 +41,7 @@ class Learner:
                              fields={"learner/pid": os.getpid()})
         self.updates = 0
         self.started = 0  # updates at the start of this run's training (a resumed learner's count)
+        self.training_since = 0.0  # monotonic time training began
         self.skipped, self.in_a_row = 0, 0  # updates skipped for non-finite values: all, in a row
         self.meta: dict = {}
         self._video_thread: threading.Thread | None = None
@@ -151,6 +152,7 @@ class Learner:
         last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
         window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0, "skipped": 0}
         started = self.started = self.updates
+        self.training_since = now
         env_steps = reader.steps_written()
         try:
             while not self.stop:
@@ -298,6 +300,8 @@ class Learner:
                 metrics[f"train/{name}"] = float(values.mean())
         metrics.update({
             "learner/updates_per_s": rate,
+            # since this process began training: the rate a run's closing line gives
+            "learner/updates_per_s_run": (self.updates - self.started) / max(1e-9, now - self.training_since),
             "learner/ratio_wait_frac": window["waited"] / max(1e-9, now - window["start"]),
             "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
             "learner/policy_version": version, "learner/skipped_updates": self.skipped,
