@@ -88,6 +88,21 @@ class Game:
     beyond: float = 0.0
     level: str = ""  # the launch command's last argument, replaced by --level (SuperTux's level file)
     saves: str = ""  # the variable of the game's environment that puts its saves in a folder
+    home: Callable[[pathlib.Path], None] | None = None  # sets up a HOME folder the game starts with
+
+
+def plain_theme_home(home: pathlib.Path) -> None:
+    """LBreakout2's settings in `home` with a theme of six flat dark backgrounds, the game's four
+    themes then this one (docs/live-games.md, Your own game, step 5: on its textured ones the world
+    model leaves the ball out). The game's settings file is `key»value` lines; it fills in the rest."""
+    from PIL import Image
+    themes = home / ".lgames" / "lbreakout2-themes" / "Plain"
+    themes.mkdir(parents=True, exist_ok=True)
+    for i in range(6):
+        Image.new("RGB", (100, 100), (20, 20, 30)).save(themes / f"back{i}.png")
+    settings = home / ".lgames" / "lbreakout2.conf"
+    if not settings.exists():
+        settings.write_bytes("@\ntheme_id\u00bb4\ntheme_count\u00bb5\n".encode("latin-1"))
 
 
 GAMES = {
@@ -98,7 +113,7 @@ GAMES = {
     # Fires (launches a ball waiting on the paddle) and holds still: the ball's x has no pointer chain
     # that lasts (docs/live-games.md, Your own game), so no player follows it.
     "lbreakout2": Game(package="lbreakout2", figure="return", label="return", span=1, decimals=2,
-                       scripted=lambda tick: "fire"),
+                       scripted=lambda tick: "fire", home=plain_theme_home),
 }
 
 
@@ -109,14 +124,19 @@ def package_profile(game: str) -> pathlib.Path:
 
 
 def profile_for(game: str, level: str, folder: pathlib.Path) -> pathlib.Path:
-    """The package's profile of `game` (its launch command ending in `level` where the game takes one),
-    written to `folder`; a phase resumed there keeps the profile it began with."""
+    """The package's profile of `game` (its launch command ending in `level` where the game takes one,
+    started with a HOME of its own where the bench sets one up), written to `folder`; a phase resumed
+    there keeps the profile it began with."""
     path = folder / f"{game}_profile.yaml"
     if path.exists():
         return path
     data = configlib.read_yaml(package_profile(game))
     if GAMES[game].level:
         data["launch"]["command"] = [*data["launch"]["command"][:-1], level]
+    if GAMES[game].home:
+        home = folder / f"{game}_home"
+        GAMES[game].home(home)
+        data["launch"]["command"] = ["env", f"HOME={home.resolve()}", *data["launch"]["command"]]
     path.write_text(configlib.dump_yaml(data))
     return path
 
