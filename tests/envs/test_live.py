@@ -249,32 +249,41 @@ def test_a_terminal_condition_ends_the_episode_after_steps(xvfb, tmp_path):
 def test_rewards_pay_score_increases_and_nothing_for_a_new_game(xvfb, tmp_path):
     """The score with `increases_only` and `restart: 0`, the lives with `restart: 2`: a miss costs the
     life's -0.5 and nothing of the score's fall; when the game starts a new one by itself (score back to
-    0, lives back to 2), that step pays nothing, where plain weights paid the jump back as a reward."""
+    0, lives back to 2), that step pays nothing, where plain weights paid the jump back as a reward. The
+    paddle's x with `record`: only rises past the episode's best pay (right, back left, partly right
+    again, then to the wall: the second rise pays nothing)."""
+    x_weight = 1e-3
     with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=2", "--auto-restart", "0.3") as game:
         env = make(xvfb, write_profile(tmp_path, game.export, terminal=[], reward={
             "score": {"weight": 1.0, "increases_only": True, "restart": 0},
-            "lives": {"weight": 0.5, "restart": 2}}))
+            "lives": {"weight": 0.5, "restart": 2}, "x": {"weight": x_weight, "record": True}}))
         try:
             steps = [env.reset()]
+            for action, seconds in ((RIGHT, 0.6), (LEFT, 0.4), (RIGHT, 0.15)):
+                steps += hold(env, action, seconds)
             while float(steps[-1]["log/episode"]) < 1 and len(steps) < 900:  # a new game in ~5-10 s
                 env.act(LEFT)  # the paddle at the wall misses every fruit
                 time.sleep(0.05)
                 steps.append(env.observe())
         finally:
             env.close()
-    value = {n: [float(s[f"log/{n}"]) for s in steps] for n in ("score", "lives", "episode")}
-    rewards = [float(s["reward"]) for s in steps]
+    value = {n: [float(s[f"log/{n}"]) for s in steps] for n in ("score", "lives", "episode", "x")}
+    x, best = value["x"], np.maximum.accumulate(value["x"])
+    record = [0.0] + [x_weight * max(0.0, x[i] - best[i - 1]) for i in range(1, len(steps))]
+    assert sum(record) == pytest.approx(x_weight * (best[-1] - x[0]), rel=1e-5) and best[-1] > x[0]
+    assert any(x[i] > x[i - 1] and x[i] <= best[i - 1] for i in range(1, len(x))), x  # a rise that pays nothing
+    rewards = [float(s["reward"]) - r for s, r in zip(steps, record)]  # the score's and the lives' part
     # the step that read the new game's lives (score and lives may change in reads a tick apart)
     rises = [i for i in range(1, len(steps)) if value["lives"][i] > value["lives"][i - 1]]
     assert rises and value["lives"][rises[0]] == 2, "no new game in 45 s"
     new_game = rises[0]
-    assert rewards[new_game] == 0  # plain weights: +1 for the lives, and the score's jump back to 0
+    assert rewards[new_game] == pytest.approx(0, abs=1e-5)  # plain weights: +1 for the lives, and the score's jump back to 0
     lost = [i for i in range(1, new_game) if value["lives"][i] < value["lives"][i - 1]]
-    assert len(lost) == 2 and all(rewards[i] == -0.5 for i in lost)
+    assert len(lost) == 2 and all(rewards[i] == pytest.approx(-0.5, abs=1e-5) for i in lost)
     # every other step pays a catch's +1 (a fruit can land at the wall) and nothing else; the score's
     # jump back to 0 (its restart, maybe read a tick before the lives') pays nothing
     score = value["score"]
-    assert all(r == (0.0 if score[i] == 0 else max(0.0, score[i] - score[i - 1])) and r >= 0
+    assert all(r == pytest.approx(0.0 if score[i] == 0 else max(0.0, score[i] - score[i - 1]), abs=1e-5)
                for i, r in enumerate(rewards) if i not in lost and i != new_game and i > 0), rewards
     assert not any(s["is_last"] for s in steps)
 

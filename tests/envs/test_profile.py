@@ -94,6 +94,8 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
     assert score.pay(18, 0) == 0.0 and score.pay(0, 1) == pytest.approx(0.1)  # a new game, then a point
     assert (lives.pay(3, 2), lives.pay(3, 0), lives.pay(1, 2)) == (-2.0, -2.0, 1.0)
     assert lives.pay(0, 3) == 0.0  # game over, then a new game with 3 lives
+    best = profile(memory={"values": {"x": {"address": 0}}}, reward={"x": {"weight": 0.5, "record": True}}).reward[0]
+    assert best.record and (best.pay(10, 14), best.pay(14, 12)) == (2.0, 0.0)  # `previous` is the best so far
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -150,7 +152,12 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
      "reward.x.clip: expects [low, high] of the change"),
     ({"memory": {"values": {"x": {"address": 1}}},
       "reward": {"x": {"weight": 1, "clip": [0, 1], "increases_only": True}}},
-     "reward.x: give increases_only or clip, not both"),
+     "reward.x: give one of increases_only, record and clip, not increases_only and clip"),
+    ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"weight": 1, "record": "yes"}}},
+     "reward.x.record: expects true or false"),
+    ({"memory": {"values": {"x": {"address": 1}}},
+      "reward": {"x": {"weight": 1, "record": True, "increases_only": True}}},
+     "reward.x: give one of increases_only, record and clip, not increases_only and record"),
     ({"memory": {"values": {"x": {"address": 1}}}, "reward": {"x": {"weight": 1, "restart": "zero"}}},
      "reward.x.restart: expects a number"),
 ])

@@ -132,6 +132,7 @@ class LiveEnv(Env):
         self._reader = None
         self._specs: dict[str, ValueSpec] = {}
         self._prev: dict[str, float] = {}
+        self._best: dict[str, float] = {}  # the episode's best reading of each `record` reward value
         self._last: dict[str, np.ndarray] | None = None
         self._over = True  # no episode running (before reset, after an end)
         self._interrupt = ""  # why the running episode must end at the next observe
@@ -176,6 +177,7 @@ class LiveEnv(Env):
         except _Stopped:
             return self._stopped_obs()
         self._interrupt, self._over, self._prev, self._ends_in = "", False, values, None
+        self._best = {t.value: values[t.value] for t in self.profile.reward if t.record}
         self._sensed, self._moved_at = (image, values), time.monotonic()
         self._last = self._obs(image, values, 0.0, first=True)
         return self._last
@@ -225,7 +227,8 @@ class LiveEnv(Env):
                           f"released; play resumes when it reads sane (counted in live/bad_values)",
                           flush=True)
             return self._end_obs(terminal=False)
-        reward = sum(t.pay(self._prev[t.value], values[t.value]) for t in self.profile.reward)
+        reward = sum(t.pay((self._best if t.record else self._prev)[t.value], values[t.value])
+                     for t in self.profile.reward)
         if self._ends_in is None:
             self._ends_in = min((c.after_steps for c in self.profile.terminal
                                  if c.holds(self._prev[c.value], values[c.value])), default=None)
@@ -242,6 +245,7 @@ class LiveEnv(Env):
         if self._ends_in:
             self._ends_in -= 1
         self._prev = values
+        self._best.update({v: max(best, values[v]) for v, best in self._best.items()})
         self._last = self._obs(image, values, reward, last=terminal, terminal=terminal)
         if terminal:
             self._over = True

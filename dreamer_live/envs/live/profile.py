@@ -16,6 +16,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
         coins: {address: 0x55d0c2a4f3c0, type: i32}
     obs: {vector: [x]}               # memory values as the state vector (env.obs vector/both)
     reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
+                                    # or {weight: 0.01, record: true}: only rises past the episode's best
     terminal: [{value: lives, decreased: true}]   # optional after_steps: N ends it N steps later
     playing: [{value: in_menu, equals: 0}]        # the game is in play while all hold (else: not recorded)
     reset: [{keys: [enter], hold_s: 0.1}, {wait_s: 1.0}, {until: {value: dead, equals: 0}, retries: 1}]
@@ -99,13 +100,15 @@ class Condition:
 class RewardTerm:
     """One value's part of the reward: weight x its change since the last reading, the change clipped
     to [low, high] first (increases_only: [0, inf)); a change *to* `restart` (a new game's score or
-    lives) pays nothing."""
+    lives) pays nothing. A `record` term pays only rises past the episode's best reading so far (the env
+    passes that best as `previous`): going back and coming again pays nothing, and costs nothing."""
 
     value: str
     weight: float
     low: float = -float("inf")
     high: float = float("inf")
     restart: float | None = None
+    record: bool = False
 
     def pay(self, previous: float, current: float) -> float:
         """The reward for the value going from `previous` to `current`."""
@@ -277,24 +280,28 @@ class _Checker:
         return low, high
 
     def reward_term(self, name: str, node: Any, where: str) -> RewardTerm:
-        """A weight, or {weight, increases_only, clip: [low, high], restart}."""
+        """A weight, or {weight, increases_only | record, clip: [low, high], restart}."""
         if not isinstance(node, Mapping):
             return RewardTerm(name, self.number(node, where))
-        node = self.mapping(node, where, ("weight", "increases_only", "clip", "restart"))
+        node = self.mapping(node, where, ("weight", "increases_only", "record", "clip", "restart"))
         if "weight" not in node:
             raise self.fail(where, "give weight (the reward per unit of change)")
         low, high = -float("inf"), float("inf")
-        increases_only = node.get("increases_only", False)
-        if not isinstance(increases_only, bool):
-            raise self.fail(f"{where}.increases_only", f"expects true or false, got {increases_only!r}")
-        if increases_only and "clip" in node:
-            raise self.fail(where, "give increases_only or clip, not both")
-        if increases_only:
+        flags = {}
+        for flag in ("increases_only", "record"):
+            flags[flag] = node.get(flag, False)
+            if not isinstance(flags[flag], bool):
+                raise self.fail(f"{where}.{flag}", f"expects true or false, got {flags[flag]!r}")
+        given = [flag for flag, on in flags.items() if on] + (["clip"] if "clip" in node else [])
+        if len(given) > 1:
+            raise self.fail(where, f"give one of increases_only, record and clip, not {' and '.join(given)}")
+        if flags["increases_only"] or flags["record"]:
             low = 0.0
         if "clip" in node:
             low, high = self.bounds(node["clip"], f"{where}.clip", "of the change")
         restart = self.number(node["restart"], f"{where}.restart") if "restart" in node else None
-        return RewardTerm(name, self.number(node["weight"], f"{where}.weight"), low, high, restart)
+        return RewardTerm(name, self.number(node["weight"], f"{where}.weight"), low, high, restart,
+                          flags["record"])
 
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
         node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets", "range"))
