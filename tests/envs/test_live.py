@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -431,6 +432,28 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
     assert ends and "reset (" in lines[ends[0] + 1]
     assert lines[-1].startswith("check: ") and f"episode ends: {len(ends)} deaths, 0 cut" in lines[-1]
     assert "lives 0..1" in lines[-1]
+
+
+def test_check_stopped_by_sigterm_stops_the_game_it_launched(xvfb, tmp_path):
+    """`check --configs catcher_live` starts the Catcher window itself (the project's own profile); a
+    SIGTERM mid-play ends it as Ctrl-C does: one line, exit status 0, the game it launched stopped and
+    that game's output log removed (before, the game ran on and its log stayed)."""
+    import re
+
+    from procfs import alive
+    logs = set(pathlib.Path(tempfile.gettempdir()).glob("dreamer_live-catcher-*.log"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "60",
+         "--env.live.display", xvfb.name], cwd=tmp_path, env=xvfb.env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    lines = wait_for_line(proc, " step ")  # playing
+    game = int(re.search(r"live: playing .* \(pid (\d+)\)", "".join(lines)).group(1))
+    assert alive(game)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, proc.stderr.read()[-2000:]
+    assert eventually(lambda: "check: stopped (SIGTERM)\n" in lines), lines
+    assert not alive(game)
+    assert set(pathlib.Path(tempfile.gettempdir()).glob("dreamer_live-catcher-*.log")) == logs
 
 
 def test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line(xvfb, tmp_path, capsys,
