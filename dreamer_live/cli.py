@@ -7,7 +7,9 @@ import functools
 import logging
 import os
 import pathlib
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from dreamer_live import config as configlib
@@ -97,19 +99,37 @@ def command_name(module: str) -> str:
 
 def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
     """Wrap a command's main: UserError becomes one line on stderr and exit status 2, RunFailure one
-    line and exit status 1."""
+    line and exit status 1; Ctrl-C or SIGTERM one line (`stopped (SIGTERM)`) and 128 + the signal's
+    number, after the command's `finally` blocks ran (a live game the env launched is stopped)."""
 
     @functools.wraps(fn)
     def wrapper(argv: list[str] | None = None) -> int:
         prog = command_name(fn.__module__)
         show_progress()
+        interrupt_on_sigterm()
         try:
             return fn(argv) or 0
         except (UserError, RunFailure) as e:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return 2 if isinstance(e, UserError) else 1
+        except KeyboardInterrupt as e:
+            name = e.args[0] if e.args and e.args[0] in ("SIGINT", "SIGTERM") else "SIGINT"
+            print(f"\n{prog}: stopped ({name})", file=sys.stderr, flush=True)
+            return 128 + signal.Signals[name].value
 
     return wrapper
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM stop this command as Ctrl-C does (KeyboardInterrupt("SIGTERM")), where it would
+    otherwise kill it before its `finally` blocks; the actor and learner install their own handlers."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def show_progress() -> None:

@@ -13,7 +13,6 @@ line sums it up with each memory value's range.
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 
@@ -111,8 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     args, config = cli.parse(p, argv, write=False)
     if args.seconds <= 0:
         raise UserError(f"--seconds must be positive, got {args.seconds:g}")
-    # SIGTERM stops it as Ctrl-C does, so that env.close() stops a game the env launched.
-    signal.signal(signal.SIGTERM, _interrupt)
     env = make_env(config, inject_keys=not args.watch)
     try:
         play(env, args.seconds, tick_hz(config), np.random.default_rng(config.seed), args.watch)
@@ -121,7 +118,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env.close()
     return 0
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -2,18 +2,24 @@
 the plot panel those lines get."""
 
 import re
+import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from conftest import IMAGE_AGENT, TRAIN_STEPS
+from live_fixtures import stop_process, wait_for_line
 from PIL import Image
+
+from dreamer_live import metrics
 
 IMAGE = IMAGE_AGENT["env.size"][0]
 
 
 @pytest.mark.slow  # shares the session's short training run (conftest.run_dir, ~15 s to build)
 def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path):
-    from dreamer_live import metrics
     from dreamer_live.tools import eval as evallib, plot
 
     code = evallib.main(["--logdir", str(run_dir), "--episodes", "2", "--max-steps", "40"])
@@ -45,3 +51,26 @@ def test_eval_writes_best_and_worst_videos_and_metrics(run_dir, capsys, tmp_path
         with Image.open(path) as gif:
             assert gif.size == (IMAGE * 4, IMAGE * 4)
             assert gif.n_frames in [n + 1 for n in lengths]  # the reset frame, then one per step
+
+
+@pytest.mark.slow  # one eval process (JAX start and compile, ~6 s)
+def test_eval_stopped_by_sigterm_says_so_and_keeps_its_episodes(run_dir, tmp_path):
+    """SIGTERM mid-eval stops it as Ctrl-C does (cli.main): the command's `finally` closes the env (a
+    live game it launched is stopped, as check's test shows) and its metrics file; one line, exit
+    status 128 + 15, no traceback, and the episodes finished before are in metrics.jsonl. Before, SIGTERM
+    killed it at once, leaving a launched game running."""
+    logdir = tmp_path / "run"  # a copy: the other eval test counts run_dir's eval lines
+    shutil.copytree(run_dir, logdir, ignore=shutil.ignore_patterns("videos"))
+    before = len(metrics.read_lines(logdir / "metrics.jsonl", "eval"))
+    proc = subprocess.Popen([sys.executable, "-m", "dreamer_live.eval", "--logdir", str(logdir),
+                             "--episodes", "100000", "--max-steps", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "eval: episode 2/100000")
+    finally:
+        code = stop_process(proc, signal.SIGTERM)
+    err = proc.stderr.read()
+    assert code == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "eval: stopped (SIGTERM)", err
+    assert "Traceback" not in err, err
+    assert len(metrics.read_lines(logdir / "metrics.jsonl", "eval")) >= before + 2  # episodes 1, 2 kept
