@@ -112,8 +112,8 @@ def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | 
         except (UserError, RunFailure) as e:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return 2 if isinstance(e, UserError) else 1
-        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupt_on_sigterm)
-            name = e.args[0] if e.args and e.args[0] == "SIGTERM" else "SIGINT"
+        except KeyboardInterrupt as e:
+            name = stop_signal(e)
             print(f"\n{prog}: stopped ({name})", file=sys.stderr, flush=True)
             return 128 + signal.Signals[name].value
 
@@ -130,6 +130,11 @@ def interrupt_on_sigterm() -> None:
 
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stop_signal(interrupt: KeyboardInterrupt) -> str:
+    """The signal a KeyboardInterrupt stands for: SIGTERM (interrupt_on_sigterm), else SIGINT (Ctrl-C)."""
+    return "SIGTERM" if interrupt.args and interrupt.args[0] == "SIGTERM" else "SIGINT"
 
 
 def show_progress() -> None:

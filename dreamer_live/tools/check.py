@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         play(env, args.seconds, tick_hz(config), np.random.default_rng(config.seed), args.watch)
     except KeyboardInterrupt as e:
-        print(f"check: stopped ({e.args[0] if e.args else 'SIGINT'})", flush=True)
+        print(f"check: stopped ({cli.stop_signal(e)})", flush=True)
     finally:
         env.close()
     return 0
