@@ -1,4 +1,4 @@
-"""A live game for real, measured: actor + learner against a scripted and a random player, on Xvfb.
+"""A live game for real, measured: actor + learner against scripted and random players, on Xvfb.
 
     python bench/live_run.py [--game supertux] [--minutes 60] [--player-minutes 10] [--phases ...]
                              [-- run.py arguments]
@@ -13,7 +13,10 @@ apart where the game has them):
                `python -m dreamer_live.record` for --player-minutes: the scripted baseline, and the
                demonstrations of `demos`
   random       a uniformly random player (one action of the profile's table per tick), recorded the same way
-               (both players' record gets the arguments after --: config overrides such as --env.size)
+               (every player's record gets the arguments after --: config overrides such as --env.size)
+  follower     where the game has one, a scripted player that reads the game's memory values each tick
+               (LBreakout2: fires while the ball waits, else moves the paddle's middle under the ball),
+               recorded the same way
   learn        `python -m dreamer_live.run` (actor + learner) for --minutes from when the game plays; in a
                --logdir where it ran before, it resumes (checkpoint and replay) for --minutes more
   demos        the same with the scripted recording as DIR/demos at --demo-fraction of every batch
@@ -56,8 +59,8 @@ from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 from dreamer_live import config as configlib  # noqa: E402
 from dreamer_live.tools.plot import Run  # noqa: E402
 
-PHASES = ("scripted", "random", "learn", "demos")
-PLAYERS = ("scripted", "random")
+PHASES = ("scripted", "random", "follower", "learn", "demos")
+PLAYERS = ("scripted", "random", "follower")
 LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
 # SuperTux's scripted player, per cycle: right + jump for 6 ticks, right alone for 3, nothing for 1 (the
 # game takes a key held since before the level started as no press: each cycle presses right anew).
@@ -89,6 +92,8 @@ class Game:
     level: str = ""  # the launch command's last argument, replaced by --level (SuperTux's level file)
     saves: str = ""  # the variable of the game's environment that puts its saves in a folder
     home: Callable[[pathlib.Path], None] | None = None  # sets up a HOME folder the game starts with
+    # The follower player: the profile's action for the game's memory values now (NaN: unreadable).
+    follower: Callable[[dict[str, float]], str] | None = None
 
 
 def plain_theme_home(home: pathlib.Path) -> None:
@@ -105,15 +110,25 @@ def plain_theme_home(home: pathlib.Path) -> None:
         settings.write_bytes("@\ntheme_id\u00bb4\ntheme_count\u00bb5\n".encode("latin-1"))
 
 
+def follow_the_ball(values: dict[str, float]) -> str:
+    """LBreakout2's follower: fire while the ball waits on the paddle (or none is in play), else move the
+    paddle's middle (its left edge + 27 of its 54 pixels) to within 8 pixels of the ball's (x + 6 of 12)."""
+    if np.isnan(values["paddle_x"]):
+        return "idle"
+    if np.isnan(values["ball_x"]) or values["ball_waits"] == 1:
+        return "fire"
+    offset = values["ball_x"] + 6 - (values["paddle_x"] + 27)
+    return "left" if offset < -8 else "right" if offset > 8 else "idle"
+
+
 GAMES = {
     "supertux": Game(package="supertux", figure="furthest_x", label="furthest x", span=100, decimals=0,
                      scripted=lambda tick: SCRIPT[tick % len(SCRIPT)],
                      landmarks={"step": 2144, "pit": 3740, "bell": 5360}, beyond=1, level=LEVEL,
                      saves="SUPERTUX2_USER_DIR"),
-    # Fires (launches a ball waiting on the paddle) and holds still: the ball's x has no pointer chain
-    # that lasts (docs/live-games.md, Your own game), so no player follows it.
+    # Scripted: fires (launches a ball waiting on the paddle) and holds still.
     "lbreakout2": Game(package="lbreakout2", figure="return", label="return", span=1, decimals=2,
-                       scripted=lambda tick: "fire", home=plain_theme_home),
+                       scripted=lambda tick: "fire", home=plain_theme_home, follower=follow_the_ball),
 }
 
 
@@ -141,26 +156,52 @@ def profile_for(game: str, level: str, folder: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def follow(proc: subprocess.Popen) -> tuple[threading.Event, queue.Queue]:
-    """Echo a child's output; return an event set once its env plays the game (PLAYING) and a queue of
-    the reset keys that record asks a person to press (env.PRESS_PROMPT)."""
+def follow(proc: subprocess.Popen) -> tuple[threading.Event, queue.Queue, queue.Queue]:
+    """Echo a child's output; return an event set once its env plays the game (PLAYING), a queue of
+    the reset keys that record asks a person to press (env.PRESS_PROMPT) and one of the game's pids
+    (each time the env finds it)."""
     from dreamer_live.envs.live.env import PRESS_PROMPT
-    playing, prompts = threading.Event(), queue.Queue()
+    playing, prompts, pids = threading.Event(), queue.Queue(), queue.Queue()
 
     def echo() -> None:
         for line in proc.stdout:
             print(line, end="", flush=True)
             if line.startswith(PLAYING):
                 playing.set()
+                pids.put(int(line.rsplit("(pid ", 1)[1].split(")")[0]))
             elif line.startswith(PRESS_PROMPT):
                 prompts.put(line[len(PRESS_PROMPT):].split()[0].split("+"))
 
     threading.Thread(target=echo, daemon=True).start()
-    return playing, prompts
+    return playing, prompts, pids
+
+
+class GameValues:
+    """The profile's memory values read from the game's process, as the follower sees them."""
+
+    def __init__(self, profile: pathlib.Path, pids: queue.Queue) -> None:
+        from dreamer_live.envs.live.profile import load_profile
+        self.specs = load_profile(profile).values
+        self.pids, self.reader = pids, None
+
+    def now(self) -> dict[str, float]:
+        """Every value now, NaN where it cannot be read (a ball not in play) or the game's pid is unknown."""
+        from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
+        while not self.pids.empty():
+            self.reader = open_process(self.pids.get())
+        values = {}
+        for spec in self.specs:
+            try:
+                values[spec.name] = read_value(spec, self.reader) if self.reader else np.nan
+            except ProcessGone:
+                self.reader, values[spec.name] = None, np.nan  # the env relaunches it: a new pid comes
+            except MemoryReadError:
+                values[spec.name] = np.nan
+        return values
 
 
 def play(name: str, game: Game, profile: pathlib.Path, display, seconds: float,
-         record: subprocess.Popen, prompts: queue.Queue) -> None:
+         record: subprocess.Popen, prompts: queue.Queue, pids: queue.Queue) -> None:
     """Hold the player's keys on `display` at 15 Hz until `record` exits (the player is the person); when
     record asks for a reset key (`prompts`), stop playing, press it, and play on PROMPT_PAUSE_S later."""
     from dreamer_live.envs.live.keys import KeyHolder, XTestKeys
@@ -169,6 +210,7 @@ def play(name: str, game: Game, profile: pathlib.Path, display, seconds: float,
     rng = np.random.default_rng(0)
     actions = configlib.read_yaml(profile)["actions"]
     names = list(actions)
+    values = GameValues(profile, pids) if name == "follower" else None
     tick, end, resume = 0, time.monotonic() + seconds + STOP_WAIT_S, 0.0
     try:
         while record.poll() is None and time.monotonic() < end:
@@ -183,6 +225,8 @@ def play(name: str, game: Game, profile: pathlib.Path, display, seconds: float,
             elif time.monotonic() >= resume:
                 if name == "random":
                     held = actions[names[rng.integers(len(names))]]
+                elif values is not None:
+                    held = actions[game.follower(values.now())]
                 else:
                     held = actions[game.scripted(tick)]
                 keys.set(held)
@@ -213,7 +257,7 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
             print(f"[{phase}]", " ".join(cmd), flush=True)
             record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
-            play(phase, game, profile, display, seconds, record, follow(record)[1])
+            play(phase, game, profile, display, seconds, record, *follow(record)[1:])
             code = stop(record, STOP_WAIT_S, after=60)
         else:
             if phase == "demos":
@@ -404,7 +448,8 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=60.0, help="minutes of each learning phase")
     p.add_argument("--player-minutes", type=float, default=10.0, help="minutes of each scripted player")
     p.add_argument("--demo-fraction", type=float, default=0.25, help="replay.demo_fraction of `demos`")
-    p.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
+    p.add_argument("--phases", nargs="+", choices=PHASES, default=None,
+                   help="default: all, the follower where the game has one")
     p.add_argument("--game", choices=GAMES, default="supertux", help="the live preset played (default "
                    "supertux)")
     p.add_argument("--configs", nargs="+", default=None, help="presets of every phase (default: --game)")
@@ -424,6 +469,9 @@ def main() -> int:
         summarize(args.summarize, args.window_minutes, args.at_updates)
         return 0
     args.configs = args.configs or [args.game]
+    args.phases = args.phases or [p for p in PHASES if p != "follower" or GAMES[args.game].follower]
+    if "follower" in args.phases and not GAMES[args.game].follower:
+        raise SystemExit(f"--game {args.game} has no follower player")
     if args.smoke:  # a player (record) and a learner with its demos: the code of all four phases
         args.minutes, args.player_minutes, args.phases = 0.4, 0.2, ["scripted", "demos"]
         args.configs, args.logdir = [*args.configs, "debug"], smoke_dir("live_run")

@@ -416,6 +416,53 @@ def test_garbage_and_unreadable_memory_values_are_never_stored(xvfb, tmp_path, c
         env.close()
 
 
+def test_a_value_that_comes_and_goes_reads_absent_and_the_state_vector_is_scaled(xvfb, tmp_path, capsys):
+    """`ball` lives on a page of this test's own process that is unmapped (LBreakout2's ball between two
+    balls: its chain cannot be read): with `absent` it reads that value, the episode goes on, nothing
+    is said or counted as a memory error; mapped again it reads the ball. The state vector holds each
+    reading times its `scale`; rewards pay the reading itself."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    flags, prot = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, mmap.PROT_READ | mmap.PROT_WRITE
+    page = libc.mmap(None, 4096, prot, flags, -1, 0)
+    ctypes.c_double.from_address(page).value = 320.0
+    score = ctypes.c_double(0.0)
+    export = tmp_path / "export.json"  # tells the env this process; the profile's values stand over it
+    export.write_text(json.dumps({"pid": os.getpid(), "values": {"score": {"address": ctypes.addressof(score)}}}))
+    profile = tmp_path / "own.yaml"
+    profile.write_text(dump_yaml({
+        "window": {"screen_region": [0, 0, 64, 64]}, "actions": {"idle": [], "right": ["right"]},
+        "memory": {"addresses_from": str(export), "values": {
+            "score": {"address": ctypes.addressof(score), "type": "f64", "scale": 0.5},
+            "ball": {"address": page, "type": "f64", "range": [-100, 740], "absent": -100,
+                     "scale": 1 / 640}}},
+        "obs": {"vector": ["score", "ball"]}, "reward": {"score": 1.0}}))
+    env = make(xvfb, profile, **{"env.obs": "vector"})
+    try:
+        np.testing.assert_allclose(env.reset()["vector"], [0.0, 0.5])
+        libc.munmap(page, 4096)
+        score.value = 3.0
+        gone = env.observe()
+        assert not gone["is_last"] and float(gone["reward"]) == 3.0
+        np.testing.assert_allclose(gone["vector"], [1.5, -100 / 640])
+        assert float(gone["log/ball"]) == -100
+        assert libc.mmap(page, 4096, prot, flags | 0x10, -1, 0) == page  # 0x10: MAP_FIXED
+        ctypes.c_double.from_address(page).value = 64.0
+        back = env.observe()
+        assert not back["is_last"] and float(back["reward"]) == 0
+        np.testing.assert_allclose(back["vector"], [1.5, 0.1])
+        assert "live: memory value" not in capsys.readouterr().out
+        metrics = env.metrics()
+        assert metrics["live/bad_values"] == 0 and metrics["live/memory_errors"] == 0
+    finally:
+        env.close()
+
+
 def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path):
     """`python -m dreamer_live.check` on the Catcher window: random keys for 6 s; each miss prints its
     reward with the values that changed, the game over prints a death and the reset, the last line

@@ -255,3 +255,10 @@ def test_session_commands_over_a_seam_reader():
     # every spelling of the equal filter: the word in --help and HELP, and the aliases
     for spelling in ("equal 3", "equals 3", "= 3", "next equal 3"):
         assert session.run(spelling) and out.getvalue().splitlines()[-1].startswith("candidates: 1 ")
+    # a pointer (u64) reads exactly and in hex, the address to give `first` or `pointers` next
+    put(heap, 32, "<Q", 0x55A743882AA0)
+    for line in ["read 0x10020 u64", "type u64", "first 0x55A743882AA0", "list"]:
+        assert session.run(line)
+    text = out.getvalue().splitlines()
+    assert "value: 94176880896672 (0x55A743882AA0)" in text
+    assert text[-2:] == ["candidates: 1", "0x10020  94176880896672 (0x55A743882AA0)"]

@@ -286,7 +286,8 @@ class LiveEnv(Env):
         if image is not None:
             out["image"] = image
         if "vector" in self.obs_space:
-            out["vector"] = np.array([values[n] for n in self.profile.vector], np.float32)
+            out["vector"] = np.array([values[n] * self._specs[n].scale for n in self.profile.vector],
+                                     np.float32)
         out.update({LOG_PREFIX + n: np.array(v, np.float32) for n, v in values.items()})
         out["reward"] = np.array(reward, np.float32)
         out["is_first"], out["is_last"] = np.array(first), np.array(last)
@@ -365,6 +366,9 @@ class LiveEnv(Env):
             except ProcessGone as e:
                 raise GameGone(str(e)) from None
             except MemoryReadError as e:
+                if spec.absent is not None:  # the thing is not there now (LBreakout2's ball between balls)
+                    values[name] = spec.absent
+                    continue
                 if strict:
                     raise
                 self._counts["memory_errors"] += 1

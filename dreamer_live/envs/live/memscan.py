@@ -187,12 +187,12 @@ class Scanner:
         self.hits = kept
         return self.count()
 
-    def candidates(self, limit: int = 20) -> list[tuple[int, float]]:
+    def candidates(self, limit: int = 20) -> list[tuple[int, float | int]]:
         """Up to `limit` (address, current value) pairs."""
         out = []
         for hits in self.hits or []:
             for address, value in zip(hits.addresses(self.dtype.itemsize), hits.values):
-                out.append((int(address), float(value)))
+                out.append((int(address), value.item()))
                 if len(out) >= limit:
                     return out
         return out
@@ -264,6 +264,14 @@ def pointer_paths(reader, target: int, depth: int = 2, max_offset: int = 4096, l
     return found[:limit]
 
 
+def shown(value, kind: str) -> str:
+    """A reading as printed: floats as %g, integers exactly, 8-byte ones also in hex (a pointer to follow)."""
+    if kind.startswith("f"):
+        return f"{float(value):g}"
+    number = int(value)
+    return f"{number} (0x{number:X})" if DTYPES[kind].itemsize == 8 and number >= 0 else str(number)
+
+
 HELP = """commands:
   type T                 scan type: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64 (resets the scan)
   first VALUE | first ?  first scan: an exact value, or unknown (snapshot everything)
@@ -321,14 +329,14 @@ class Session:
             for address, value in rows:
                 owner = statics.owner(address)
                 where = f'  "{owner[0]}"+0x{owner[1]:X}' if owner else ""
-                self.say(f"0x{address:X}  {value:g}{where}")
+                self.say(f"0x{address:X}  {shown(value, s.kind)}{where}")
         elif cmd == "read":
             address = int(self._arg(args, 0, "read ADDRESS [TYPE]"), 0)
             kind = args[1] if len(args) > 1 else s.kind
             if kind not in DTYPES:
                 raise UserError(f"unknown type {kind!r}")
             data = self.reader.read(address, DTYPES[kind].itemsize)
-            self.say(f"value: {float(np.frombuffer(data, DTYPES[kind])[0]):g}")
+            self.say(f"value: {shown(np.frombuffer(data, DTYPES[kind])[0], kind)}")
         elif cmd == "pointers":
             address = int(self._arg(args, 0, "pointers ADDRESS"), 0)
             depth = int(args[1]) if len(args) > 1 else 2

@@ -14,6 +14,8 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
       values:
         x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32, range: [0, 20000]}
         coins: {address: 0x55d0c2a4f3c0, type: i32}
+        ball_x: {module: game, offset: 0x4A340, offsets: [0x49A8, 0x8, 0x0, 0x10, 0x8], range: [-100, 700],
+                 absent: -100, scale: 0.0015625}   # no ball: -100; in the state vector x / 640
     obs: {vector: [x]}               # memory values as the state vector (env.obs vector/both)
     reward: {x: 0.01, coins: 1.0}   # or per value {weight: 1.0, increases_only: true, restart: 0}
                                     # or {weight: 0.01, record: true}: only rises past the episode's best
@@ -63,6 +65,8 @@ class ValueSpec:
     offsets: tuple[int, ...] = ()
     low: float = -float("inf")  # the plausible range: a reading outside it is garbage, not play
     high: float = float("inf")
+    absent: float | None = None  # the reading when the chain cannot be read: a thing that comes and goes
+    scale: float = 1.0  # the state vector holds reading x scale (rewards and conditions use the reading)
 
     @property
     def size(self) -> int:
@@ -304,7 +308,8 @@ class _Checker:
                           flags["record"])
 
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
-        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets", "range"))
+        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets", "range",
+                                          "absent", "scale"))
         kind = self.string(node.get("type", "i32"), f"{where}.type")
         if kind not in TYPES:
             raise self.fail(f"{where}.type", f"unknown type {kind!r}{did_you_mean(kind, TYPES)}; "
@@ -319,8 +324,14 @@ class _Checker:
             raise self.fail(f"{where}.offsets", f"expects a list of offsets, got {offsets!r}")
         low, high = (self.bounds(node["range"], f"{where}.range", "of plausible readings")
                      if "range" in node else (-float("inf"), float("inf")))
+        absent = self.number(node["absent"], f"{where}.absent") if "absent" in node else None
+        if absent is not None and not low <= absent <= high:
+            raise self.fail(f"{where}.absent", f"{absent:g} lies outside the value's range [{low:g}, {high:g}]")
+        scale = self.number(node.get("scale", 1.0), f"{where}.scale")
+        if not scale:
+            raise self.fail(f"{where}.scale", "must not be 0: the state vector would hold nothing")
         return ValueSpec(
-            name=name, type=kind, low=low, high=high,
+            name=name, type=kind, low=low, high=high, absent=absent, scale=scale,
             address=self.integer(node["address"], f"{where}.address") if has_address else None,
             module=self.string(node.get("module"), f"{where}.module") or None,
             offset=self.integer(node.get("offset", 0), f"{where}.offset"),
