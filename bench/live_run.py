@@ -188,6 +188,8 @@ class GameValues:
         """Every value now, NaN where it cannot be read (a ball not in play) or the game's pid is unknown."""
         from dreamer_live.envs.live.memory import MemoryReadError, ProcessGone, open_process, read_value
         while not self.pids.empty():
+            if self.reader:
+                self.reader.close()
             self.reader = open_process(self.pids.get())
         values = {}
         for spec in self.specs:

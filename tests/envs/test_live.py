@@ -337,6 +337,31 @@ def test_outside_play_nothing_is_observed_and_the_reset_steps_run_until_it_plays
             env.close()
 
 
+def _libc():
+    """This process's libc with mmap and munmap typed for pages of the tests' own memory."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def map_page(at: int | None = None) -> int:
+    """A fresh read-write page of this process (at `at` exactly when given): memory a test can unmap."""
+    import ctypes
+    import mmap
+    flags, prot = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, mmap.PROT_READ | mmap.PROT_WRITE
+    address = _libc().mmap(at, 4096, prot, flags | (0x10 if at else 0), -1, 0)  # 0x10: MAP_FIXED
+    assert address not in (None, ctypes.c_void_p(-1).value)
+    return address
+
+
+def unmap_page(address: int) -> None:
+    """Unmap a page of map_page's: reads of it then fail."""
+    assert _libc().munmap(address, 4096) == 0
+
+
 def test_garbage_and_unreadable_memory_values_are_never_stored(xvfb, tmp_path, capsys, record_property):
     """Memory values read from this test's own process: `x` turns to 1e9 (a pointer chain now pointing
     at garbage), `score` leaves its profile range, the page holding `y` is unmapped (a failed read),
@@ -344,18 +369,6 @@ def test_garbage_and_unreadable_memory_values_are_never_stored(xvfb, tmp_path, c
     it), one line per value names it and what was read (the second bad `x` only counted), and reset()
     waits until the values read sane again."""
     import ctypes
-    import mmap
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
-        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    flags, prot = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, mmap.PROT_READ | mmap.PROT_WRITE
-
-    def map_page(at=None):
-        address = libc.mmap(at, 4096, prot, flags | (0x10 if at else 0), -1, 0)  # 0x10: MAP_FIXED
-        assert address not in (None, ctypes.c_void_p(-1).value)
-        return address
 
     page = map_page()
     score, x = ctypes.c_double(1.0), ctypes.c_double(5.0)
@@ -387,7 +400,7 @@ def test_garbage_and_unreadable_memory_values_are_never_stored(xvfb, tmp_path, c
                    "memory value 'x' read 1e+09, far beyond any reading before (up to 6)"),
                   (lambda: setattr(score, "value", 500.0), lambda: setattr(score, "value", 3.0),
                    "memory value 'score' read 500, outside its range [0, 100]"),
-                  (lambda: libc.munmap(page, 4096), lambda: map_page(page),
+                  (lambda: unmap_page(page), lambda: map_page(page),
                    "memory value 'y' could not be read"),
                   (lambda: setattr(x, "value", float("nan")), lambda: setattr(x, "value", 6.0), None)]
         for i, (fault, repair, line) in enumerate(faults):
@@ -422,14 +435,8 @@ def test_a_value_that_comes_and_goes_reads_absent_and_the_state_vector_is_scaled
     is said or counted as a memory error; mapped again it reads the ball. The state vector holds each
     reading times its `scale`; rewards pay the reading itself."""
     import ctypes
-    import mmap
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
-        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    flags, prot = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, mmap.PROT_READ | mmap.PROT_WRITE
-    page = libc.mmap(None, 4096, prot, flags, -1, 0)
+    page = map_page()
     ctypes.c_double.from_address(page).value = 320.0
     score = ctypes.c_double(0.0)
     export = tmp_path / "export.json"  # tells the env this process; the profile's values stand over it
@@ -445,13 +452,13 @@ def test_a_value_that_comes_and_goes_reads_absent_and_the_state_vector_is_scaled
     env = make(xvfb, profile, **{"env.obs": "vector"})
     try:
         np.testing.assert_allclose(env.reset()["vector"], [0.0, 0.5])
-        libc.munmap(page, 4096)
+        unmap_page(page)
         score.value = 3.0
         gone = env.observe()
         assert not gone["is_last"] and float(gone["reward"]) == 3.0
         np.testing.assert_allclose(gone["vector"], [1.5, -100 / 640])
         assert float(gone["log/ball"]) == -100
-        assert libc.mmap(page, 4096, prot, flags | 0x10, -1, 0) == page  # 0x10: MAP_FIXED
+        assert map_page(page) == page
         ctypes.c_double.from_address(page).value = 64.0
         back = env.observe()
         assert not back["is_last"] and float(back["reward"]) == 0
