@@ -41,6 +41,7 @@ import os
 import pathlib
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -57,6 +58,7 @@ from cadence import stop  # noqa: E402
 from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
+from dreamer_live.cli import interrupt_on_sigterm, stop_signal  # noqa: E402
 from dreamer_live.tools.plot import Run  # noqa: E402
 
 PHASES = ("scripted", "random", "follower", "learn", "demos")
@@ -251,16 +253,17 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
     common = ["--logdir", str(folder), "--configs", *args.configs, "--env.profile", str(profile),
               "--env.live.display", display.name, "--env.live.launch", "true",  # the profile written above
               "--run.quiet", "true"]
+    proc = None
     try:
         if phase in PLAYERS:
             seconds = args.player_minutes * 60
             cmd = [sys.executable, "-m", "dreamer_live.record", *common, "--actor.duration", str(seconds),
                    *rest]
             print(f"[{phase}]", " ".join(cmd), flush=True)
-            record = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
-            play(phase, game, profile, display, seconds, record, *follow(record)[1:])
-            code = stop(record, STOP_WAIT_S, after=60)
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
+            play(phase, game, profile, display, seconds, proc, *follow(proc)[1:])
+            code = stop(proc, STOP_WAIT_S, after=60)
         else:
             if phase == "demos":
                 demos = logdir / "scripted" / "demos"
@@ -274,15 +277,15 @@ def run_phase(phase: str, logdir: pathlib.Path, args, rest: list[str]) -> None:
                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
             playing = follow(proc)[0]
             end = time.monotonic() + GAME_START_S  # the minutes count play, not the game's start
-            try:
-                while not playing.wait(0.5) and proc.poll() is None and time.monotonic() < end:
-                    pass
-                code = stop(proc, STOP_WAIT_S, after=args.minutes * 60)
-            except KeyboardInterrupt:  # Ctrl-C: the run stops as it would alone, its checkpoint kept
-                stop(proc, STOP_WAIT_S, after=CTRL_C_WAIT_S)
-                raise
+            while not playing.wait(0.5) and proc.poll() is None and time.monotonic() < end:
+                pass
+            code = stop(proc, STOP_WAIT_S, after=args.minutes * 60)
         if code:
             raise SystemExit(f"[{phase}] exited with status {code}")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the child stops as it would alone, its checkpoint kept
+        if proc is not None:
+            stop(proc, STOP_WAIT_S, after=CTRL_C_WAIT_S)
+        raise
     finally:
         display.proc.terminate()
         display.proc.wait(10)
@@ -484,13 +487,15 @@ def main() -> int:
         raise SystemExit(missing)
     logdir = args.logdir or REPO / "logdir" / f"bench-{args.game}-{time.strftime('%Y%m%d-%H%M%S')}"
     rest = [a for a in args.rest if a != "--"]
+    interrupt_on_sigterm()  # a run started in the background ignores Ctrl-C's SIGINT; SIGTERM stops it as Ctrl-C
     try:
         for phase in args.phases:
             run_phase(phase, logdir, args, rest)
-    except KeyboardInterrupt:
-        print(f"live_run: stopped (Ctrl-C); what ran so far in {logdir}:", flush=True)
+    except KeyboardInterrupt as e:
+        name = stop_signal(e)
+        print(f"live_run: stopped ({name}); what ran so far in {logdir}:", flush=True)
         summarize(logdir, args.window_minutes, args.at_updates)
-        return 130
+        return 128 + signal.Signals[name].value
     summarize(logdir, args.window_minutes, args.at_updates)
     return 0
 
