@@ -41,7 +41,6 @@ import os
 import pathlib
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -58,7 +57,7 @@ from cadence import stop  # noqa: E402
 from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
-from dreamer_live.cli import interrupt_on_sigterm, stop_signal  # noqa: E402
+from dreamer_live.cli import interrupt_on_sigterm, stop_signal, stop_status  # noqa: E402
 from dreamer_live.tools.plot import Run  # noqa: E402
 
 PHASES = ("scripted", "random", "follower", "learn", "demos")
@@ -495,7 +494,7 @@ def main() -> int:
         name = stop_signal(e)
         print(f"live_run: stopped ({name}); what ran so far in {logdir}:", flush=True)
         summarize(logdir, args.window_minutes, args.at_updates)
-        return 128 + signal.Signals[name].value
+        return stop_status(name)
     summarize(logdir, args.window_minutes, args.at_updates)
     return 0
 

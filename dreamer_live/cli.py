@@ -115,7 +115,7 @@ def main(fn: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | 
         except KeyboardInterrupt as e:
             name = stop_signal(e)
             print(f"\n{prog}: stopped ({name})", file=sys.stderr, flush=True)
-            return 128 + signal.Signals[name].value
+            return stop_status(name)
 
     return wrapper
 
@@ -135,6 +135,11 @@ def _raise_interrupt(signum, frame) -> None:
 def stop_signal(interrupt: KeyboardInterrupt) -> str:
     """The signal a KeyboardInterrupt stands for: SIGTERM (interrupt_on_sigterm), else SIGINT (Ctrl-C)."""
     return "SIGTERM" if interrupt.args and interrupt.args[0] == "SIGTERM" else "SIGINT"
+
+
+def stop_status(name: str) -> int:
+    """The exit status of a command stopped by the signal `name`: 128 + its number, as a shell's."""
+    return 128 + signal.Signals[name].value
 
 
 def show_progress() -> None:
