@@ -176,8 +176,17 @@ def patch_stages(patch: int, stages: int, key: str = "agent.enc.patch") -> int:
     return k
 
 
+def fourier_features(x, periods: Sequence[float]):
+    """sin and cos of each value of x (..., d) at each period, in the values' own units: (..., 2 d p)."""
+    angles = x[..., None] * (2 * math.pi / jnp.asarray(periods, f32))
+    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], -1).reshape(*x.shape[:-1], -1)
+
+
 class Encoder(nn.Module):
     """Observation encoder: strided CNN for image keys, symlog MLP for vector keys; returns tokens.
+
+    With `fourier` periods the vector MLP also sees the sin and cos of each raw value at each period,
+    which resolve differences that symlog squeezes together (a few pixels of a position in thousands).
 
     With `patch` p > 1 the first log2(p) stages are one patch stem: each p x p patch (space-to-depth)
     through a dense layer, so no conv runs at the full resolution over the image's few channels.
@@ -192,6 +201,7 @@ class Encoder(nn.Module):
     layers: int = 3
     units: int = 256
     symlog: bool = True
+    fourier: tuple = ()
     minres: int = 4
     patch: int = 1
     conv: str = "phase"
@@ -205,7 +215,10 @@ class Encoder(nn.Module):
         if self.vector_keys:
             x = jnp.concatenate([obs[k].reshape(obs[k].shape[0], -1).astype(f32)
                                  for k in self.vector_keys], -1)
-            x = symlog(x) if self.symlog else x
+            feats = [symlog(x) if self.symlog else x]
+            if self.fourier:
+                feats.append(fourier_features(x, self.fourier))
+            x = jnp.concatenate(feats, -1)
             outs.append(MLP(self.layers, self.units, self.norm, self.act, self.dtype)(x))
         if self.image_keys:
             x = jnp.concatenate([obs[k] for k in self.image_keys], -1)

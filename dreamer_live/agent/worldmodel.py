@@ -37,8 +37,8 @@ class WorldModel:
         common = dict(norm=cfg.norm, act=cfg.act, dtype=dtype)
         e, d, r = cfg.enc, cfg.dec, cfg.rssm
         self.enc = Encoder(self.image_keys, self.vector_keys, e.depth, tuple(e.mults), e.kernel,
-                           e.strided, e.layers, e.units, e.symlog, e.minres, e.patch,
-                           e.conv, **common)
+                           e.strided, e.layers, e.units, e.symlog, tuple(e.fourier), e.minres,
+                           e.patch, e.conv, **common)
         self.rssm = rssmlib.RSSM(r.deter, r.hidden, r.stoch, r.classes, r.blocks, r.unimix,
                                  r.imglayers, r.obslayers, r.dynlayers, r.absolute, **common)
         shapes = {k: tuple(obs_space[k].shape) for k in self.image_keys + self.vector_keys}

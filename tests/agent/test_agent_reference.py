@@ -219,6 +219,22 @@ def test_patch_stem_is_one_dense_layer_on_each_patch():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_fourier_features_give_the_mlp_sin_and_cos_of_each_raw_value_at_each_period():
+    """agent.enc.fourier [16, 64]: the vector MLP's input is symlog of the values, then per value sin at
+    each period and cos at each period; the config key reaches the world model's encoder."""
+    pos = jnp.array([[3400.0, 100.0], [3408.0, 100.0]])
+    enc = Encoder((), ("pos",), layers=1, units=5, fourier=(16, 64), norm="none", act="none")
+    params = enc.init(jax.random.PRNGKey(0), {"pos": pos})
+    w, b = (np.asarray(params["params"]["MLP_0"]["Dense_0"]["Dense_0"][k]) for k in ("kernel", "bias"))
+    x = np.asarray(pos, np.float64)
+    turns = x[..., None] * (2 * np.pi / np.array([16.0, 64.0]))
+    waves = np.concatenate([np.sin(turns), np.cos(turns)], -1).reshape(2, -1)
+    expected = np.concatenate([np.sign(x) * np.log1p(np.abs(x)), waves], -1) @ w + b
+    np.testing.assert_allclose(enc.apply(params, {"pos": pos}), expected, rtol=1e-4, atol=1e-4)
+    assert w.shape == (2 * (1 + 2 * 2), 5)
+    assert image_agent(["debug"], {"agent.enc.fourier": [16, 64]}, size=16).wm.enc.fourier == (16, 64)
+
+
 def test_pixel_shuffle_head_predicts_each_patch_from_its_neighbourhood():
     """agent.dec.patch 2 on 16x16 (an up-sampling conv to 8x8, then the head): output pixel
     (2i + r, 2j + s, c) is output channel (2r + s) x C + c of a 3 x 3 SAME conv (the taps of the
