@@ -22,8 +22,8 @@ $(STAMP_TEST): pyproject.toml | $(PY)
 run: $(STAMP_RUN)
 	$(PY) -m dreamer_live.run $(ARGS)
 
-# pytest-xdist workers, 1.5 per core, each module (or modules sharing a run) on one worker
-# (tests/conftest.py); ARGS="-n 0" runs one process (docs/testing.md).
+# pytest-xdist workers, 1.5 per core (2 to 8), each module (or modules sharing a run) on one worker
+# (tests/xdist_groups.py); ARGS="-n 0" runs one process (docs/testing.md).
 test: $(STAMP_TEST)
 	$(PY) -m pytest -q -n auto --dist loadgroup $(ARGS)
 

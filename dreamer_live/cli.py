@@ -38,7 +38,8 @@ def parser(module: str, description: str, logdir_required: bool = True) -> argpa
                    help="presets merged in order: names (listed below) or paths of your own "
                         "YAML files, each one preset's body, relative to the current folder")
     p.add_argument("--force", action="store_true",
-                   help="overwrite the logdir's config.yaml even if it conflicts")
+                   help="use this config even if it conflicts with the logdir's config.yaml (a command that "
+                        "writes config.yaml overwrites it)")
     return p
 
 

@@ -1,4 +1,5 @@
-"""Metrics: DIR/metrics.jsonl lines, TensorBoard event files beside it, and a live terminal status line.
+"""Metrics: DIR/metrics.jsonl lines, TensorBoard event files (DIR/tensorboard/<name>/), and a live terminal
+status line.
 
 All file writing happens on a background thread so that a real-time loop only pays for a queue put; the
 terminal (status line, messages) has a thread of its own, so a disk or share whose writes block cannot
