@@ -227,8 +227,8 @@ def test_fourier_features_give_the_mlp_sin_and_cos_of_each_raw_value_at_each_per
     params = enc.init(jax.random.PRNGKey(0), {"pos": pos})
     w, b = (np.asarray(params["params"]["MLP_0"]["Dense_0"]["Dense_0"][k]) for k in ("kernel", "bias"))
     x = np.asarray(pos, np.float64)
-    turns = x[..., None] * (2 * np.pi / np.array([16.0, 64.0]))
-    waves = np.concatenate([np.sin(turns), np.cos(turns)], -1).reshape(2, -1)
+    angles = x[..., None] * (2 * np.pi / np.array([16.0, 64.0]))
+    waves = np.concatenate([np.sin(angles), np.cos(angles)], -1).reshape(2, -1)
     expected = np.concatenate([np.sign(x) * np.log1p(np.abs(x)), waves], -1) @ w + b
     np.testing.assert_allclose(enc.apply(params, {"pos": pos}), expected, rtol=1e-4, atol=1e-4)
     assert w.shape == (2 * (1 + 2 * 2), 5)
