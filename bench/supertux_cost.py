@@ -5,8 +5,8 @@
 
 Per round and size, the sizes alternated, each on a fresh Xvfb display: the env of the `supertux` preset
 (the profile's launch command with `--geometry SIZE`) starts the game, resets it as the actor does
-(title card, Restart Level) and holds right and jump in the scripted player's rhythm at 15 decisions per
-second for --seconds. The game process's CPU time over those seconds (/proc/PID/stat) is its share of
+(title card, Restart Level) and holds right and jump in the scripted player's rhythm at the preset's
+decisions per second for --seconds. The game process's CPU time over those seconds (/proc/PID/stat) is its share of
 one core; the env's capture + preprocess time per tick is the actor's side. Prints per size the shares
 of every round, their median and its ratio to the first size's. SuperTux 0.6.3 draws the level unscaled,
 so a smaller window shows less of it (480x360: 240 px ahead of a centred Tux instead of 320).
@@ -31,8 +31,6 @@ from smoke import add_smoke, skip, smoke_dir  # noqa: E402
 
 from dreamer_live import config as configlib  # noqa: E402
 
-HZ = 15.0  # the supertux preset's decisions per second (actor.hz 60 / env.action_repeat 4)
-
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used (/proc/PID/stat)."""
@@ -54,12 +52,12 @@ def measure(size: str, seconds: float, folder: pathlib.Path) -> tuple[float, flo
     """(the game's share of a core, capture + preprocess ms per tick) while the env plays at `size`."""
     from live_fixtures import start_xvfb
 
-    from dreamer_live.envs import make_env
+    from dreamer_live.envs import make_env, tick_hz
     display = start_xvfb()
     os.environ["SUPERTUX2_USER_DIR"] = str(folder / f"saves_{size}")  # the game's settings, kept apart
     config = configlib.resolve(["supertux"], {"env.profile": str(profile_at(size, folder)),
                                               "env.live.display": display.name, "env.live.launch": "true"})
-    env = make_env(config)
+    env, hz = make_env(config), tick_hz(config)  # the preset's decisions per second
     actions = list(configlib.read_yaml(config.env.profile)["actions"])
     try:
         env.reset()
@@ -67,7 +65,7 @@ def measure(size: str, seconds: float, folder: pathlib.Path) -> tuple[float, flo
         began, used, tick = time.monotonic(), cpu_seconds(pid), 0
         while time.monotonic() - began < seconds:
             env.act(actions.index(SCRIPT[tick % len(SCRIPT)]))
-            time.sleep(max(0.0, began + (tick + 1) / HZ - time.monotonic()))
+            time.sleep(max(0.0, began + (tick + 1) / hz - time.monotonic()))
             if env.observe()["is_last"]:
                 env.reset()
             tick += 1
