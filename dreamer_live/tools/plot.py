@@ -42,6 +42,7 @@ class Run:
                         if isinstance(r, dict) and "time" in r and "step" in r]
         self.start = min((r["time"] for r in self.records), default=0.0)
         self.running_s = self.seconds_running()
+        self.steps = self.steps_counted_on()
 
     def seconds_running(self) -> list[float]:
         """Per line, seconds since the run's first line, less the gaps of over STOPPED_S (stops)."""
@@ -53,15 +54,30 @@ class Run:
             out.append(r["time"] - self.start - stopped)
         return out
 
+    def steps_counted_on(self) -> list[int]:
+        """Per line, its step; an actor's counted on across restarts: each actor process counts from 0,
+        so a step below its actor's last line's starts a new process, after the steps of those before."""
+        out, last, before = [], {}, {}
+        for r in self.records:
+            step = r["step"]
+            if r.get("source") == "actor":
+                actor = r.get("actor/id")
+                if step < last.get(actor, 0):
+                    before[actor] = before.get(actor, 0) + last[actor]
+                last[actor] = step
+                step += before.get(actor, 0)
+            out.append(step)
+        return out
+
     def curve(self, source: str, key: str, x: str = "step") -> tuple[np.ndarray, np.ndarray]:
         """(x, y) of `key` in `source`'s lines; x is "step" or "minutes" the run ran since its first line."""
         xs, ys = [], []
-        for r, running_s in zip(self.records, self.running_s):
+        for r, running_s, step in zip(self.records, self.running_s, self.steps):
             if r.get("source") != source or key not in r:
                 continue
             y = r[key]
             ys.append(np.nan if y is None else float(y))
-            xs.append(running_s / 60 if x == "minutes" else r["step"])
+            xs.append(running_s / 60 if x == "minutes" else step)
         return np.asarray(xs, np.float64), np.asarray(ys, np.float64)
 
     def keys(self, source: str) -> set[str]:

@@ -70,9 +70,28 @@ def test_minutes_leave_out_the_time_a_resumed_run_was_stopped(tmp_path):
     with open(tmp_path / "run" / "metrics.jsonl", "w") as f:
         for leg, k in ((leg, k) for leg in legs for k in range(61)):
             f.write(encode_line("actor", k, {"episode/furthest_x": 1.0}, leg + 5 * k))
-    xs, _ = plot.Run(tmp_path / "run", "run").curve("actor", "episode/furthest_x", "minutes")
+    run = plot.Run(tmp_path / "run", "run")
+    xs, _ = run.curve("actor", "episode/furthest_x", "minutes")
     assert xs[60] == pytest.approx(5) and xs[61] == pytest.approx(5) and xs[-1] == pytest.approx(10)
     assert np.all(np.diff(xs) >= 0)
+    # The resumed actor counted its steps from 0 again: its env steps follow on from the first's.
+    steps, _ = run.curve("actor", "episode/furthest_x")
+    assert list(steps) == list(range(61)) + [60 + k for k in range(61)]
+
+
+def test_env_steps_count_on_per_actor_across_restarts(tmp_path):
+    """Two actors in one logdir, each restarted once: each one's steps go on from its last line, and
+    the learner's (updates, restored from its checkpoint) stay as written."""
+    (tmp_path / "run").mkdir()
+    lines = [("actor", 0, 100), ("actor", 1, 40), ("learner", None, 7), ("actor", 0, 300),
+             ("actor", 1, 10), ("actor", 0, 20), ("learner", None, 5), ("actor", 1, 30), ("actor", 0, 5)]
+    with open(tmp_path / "run" / "metrics.jsonl", "w") as f:
+        for k, (source, actor, step) in enumerate(lines):
+            fields = {"x": float(k)} if actor is None else {"actor/id": actor, "x": float(k)}
+            f.write(encode_line(source, step, fields, 1.7e9 + k))
+    run = plot.Run(tmp_path / "run", "run")
+    assert run.steps == [100, 40, 7, 300, 50, 320, 5, 70, 325]
+    assert list(run.curve("learner", "x")[0]) == [7, 5]
 
 
 def test_missing_panels_say_no_data(tmp_path):
