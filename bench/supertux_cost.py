@@ -6,10 +6,11 @@
 Per round and size, the sizes alternated, each on a fresh Xvfb display: the env of the `supertux` preset
 (the profile's launch command with `--geometry SIZE`) starts the game, resets it as the actor does
 (title card, Restart Level) and holds right and jump in the scripted player's rhythm at the preset's
-decisions per second for --seconds. The game process's CPU time over those seconds (/proc/PID/stat) is its share of
-one core; the env's capture + preprocess time per tick is the actor's side. Prints per size the shares
-of every round, their median and its ratio to the first size's. SuperTux 0.6.3 draws the level unscaled,
-so a smaller window shows less of it (480x360: 240 px ahead of a centred Tux instead of 320).
+decisions per second for --seconds. The game process's CPU time over those seconds (/proc/PID/stat) is
+its share of one core; the env's capture + preprocess time per tick is the actor's side. Prints per size
+the shares of every round, their median and its ratio to the first size's. SuperTux 0.6.3 draws the
+level unscaled, so a smaller window shows less of it (480x360: 240 px ahead of a centred Tux instead of
+320).
 """
 
 from __future__ import annotations
