@@ -87,7 +87,8 @@ class Game:
     decimals: int  # its decimals in the summary's curve
     scripted: Callable[[int], str]  # the scripted player: the profile's action at each tick
     # The figure's value of each landmark; an episode got past one when its figure is more than `beyond`
-    # past it (Tux falling into the pit stops at x 3740.01).
+    # past it (Tux falling into the pit stops at x 3740.01). SuperTux's: the step, the pit, the bell (the
+    # checkpoint), and solid ground again past the spike pit behind it (x 6112).
     landmarks: dict[str, float] = dataclasses.field(default_factory=dict)
     beyond: float = 0.0
     level: str = ""  # the launch command's last argument, replaced by --level (SuperTux's level file)
@@ -125,7 +126,8 @@ def follow_the_ball(values: dict[str, float]) -> str:
 GAMES = {
     "supertux": Game(package="supertux", figure="furthest_x", label="furthest x", span=100, decimals=0,
                      scripted=lambda tick: SCRIPT[tick % len(SCRIPT)],
-                     landmarks={"step": 2144, "pit": 3740, "bell": 5360}, beyond=1, level=LEVEL,
+                     landmarks={"step": 2144, "pit": 3740, "bell": 5360, "spike_pit": 6112}, beyond=1,
+                     level=LEVEL,
                      saves="SUPERTUX2_USER_DIR"),
     # Scripted: fires (launches a ball waiting on the paddle) and holds still.
     "lbreakout2": Game(package="lbreakout2", figure="return", label="return", span=1, decimals=2,
