@@ -1,7 +1,7 @@
-"""A slower CPU on this machine: run a command while a real-time thread on each core takes a share of it.
+"""A slower CPU on this machine: run a command while a real-time process on each core takes a share of it.
 
     .venv/bin/python bench/slow_cpu.py --share 0.45 -- make test     # each core at ~0.55x its speed
-    .venv/bin/python bench/slow_cpu.py --smoke                       # 1 s of stealing, a tiny command
+    .venv/bin/python bench/slow_cpu.py --smoke                       # seconds: yardsticks, a tiny command
 
 Targets are set for slow 2-core machines (matmul 120-214 GFLOP/s) that a faster machine cannot show.
 This stands one in: a SCHED_FIFO process pinned to each core spins for `share` of every `--period-ms`
@@ -56,7 +56,7 @@ def steal(cpu: int, share: float, period: float, parent: int) -> None:
                 pass
             tick += period
             if tick < time.monotonic():
-                tick = next_period(period)  # fell behind (the kernel's real-time throttling): skip to the next
+                tick = next_period(period)  # fell behind (real-time throttling): the next period
     except KeyboardInterrupt:
         pass
 
