@@ -1,9 +1,12 @@
-"""Linux /proc readings shared by the tests and the benches: a process's stat fields and descendants."""
+"""Linux /proc readings shared by the tests and the benches: a process's stat fields and descendants; and
+processes stopped for a while (SIGSTOP)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
+import signal
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -32,3 +35,15 @@ def alive(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie."""
     fields = stat_fields(pid)
     return fields is not None and fields[0] != "Z"
+
+
+@contextlib.contextmanager
+def stopped(*pids: int):
+    """The processes `pids` stopped (SIGSTOP) within, continued after."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)

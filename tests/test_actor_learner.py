@@ -23,6 +23,7 @@ import time
 import numpy as np
 import pytest
 from conftest import UNSTARVED_LEARNER
+from procfs import stopped
 
 from dreamer_live import cli, metrics as metricslib, spaces, steps
 from dreamer_live.envs import make_env
@@ -316,18 +317,6 @@ def training_run(logdir, *args):
             run.kill()
             run.wait()
         run.out.close()
-
-
-@contextlib.contextmanager
-def stopped(*pids):
-    """The processes `pids` stopped (SIGSTOP) within, continued after."""
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
 
 
 def ended(run, timeout=120):
