@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 from conftest import UNSTARVED_LEARNER
-from procfs import stopped
+from procfs import alive, descendants, stopped
 
 from dreamer_live import cli, metrics as metricslib, spaces, steps
 from dreamer_live.envs import make_env
@@ -293,7 +293,6 @@ def training_run(logdir, *args):
     """`python -m dreamer_live.run` (its own status line on) once its learner trains and its actor has
     heard from it: the run and its children's pids by name; whatever of them a failed test left
     running is killed on the way out."""
-    from procfs import alive, descendants
 
     run = start("dreamer_live.run", logdir, "--run.quiet", "false", "--learner.nice", "0",
                 *args)  # with COMMON's UNSTARVED_LEARNER: a learner that the other load cannot starve
@@ -321,7 +320,6 @@ def training_run(logdir, *args):
 
 def ended(run, timeout=120):
     """The run's exit status and output once it exits, and the processes below it still alive."""
-    from procfs import alive, descendants
 
     below = descendants(run.pid)
     code = run.wait(timeout=timeout)
