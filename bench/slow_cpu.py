@@ -20,6 +20,7 @@ or CAP_SYS_NICE (without it: one line, exit status 2; --smoke prints SKIPPED).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import multiprocessing
 import os
@@ -61,25 +62,20 @@ def steal(cpu: int, share: float, period: float, parent: int) -> None:
         pass
 
 
-class Thieves:
+@contextlib.contextmanager
+def thieves(share: float, period: float):
     """One `steal` process per core this process may run on, while inside `with`."""
-
-    def __init__(self, share: float, period: float):
-        self.share, self.period, self.procs = share, period, []
-
-    def __enter__(self):
-        context = multiprocessing.get_context("spawn")
-        self.procs = [context.Process(target=steal, args=(cpu, self.share, self.period, os.getpid()),
-                                      daemon=True)
-                      for cpu in sorted(os.sched_getaffinity(0))]
-        for proc in self.procs:
-            proc.start()
-        return self
-
-    def __exit__(self, *exc):
-        for proc in self.procs:
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=steal, args=(cpu, share, period, os.getpid()), daemon=True)
+             for cpu in sorted(os.sched_getaffinity(0))]
+    for proc in procs:
+        proc.start()
+    try:
+        yield
+    finally:
+        for proc in procs:
             proc.terminate()
-        for proc in self.procs:
+        for proc in procs:
             proc.join()
 
 
@@ -87,7 +83,7 @@ def realtime_allowed() -> bool:
     """Whether this process may take real-time priority (tried on itself, then undone)."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-    except OSError:  # EPERM; in a container without a real-time budget, EPERM or EINVAL
+    except OSError:  # EPERM without the privilege; EPERM or EINVAL in a container with no real-time budget
         return False
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     return True
@@ -147,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"slow_cpu: {cores} cores, a real-time process on each takes {args.share:.0%} of every "
           f"{args.period_ms:g} ms", flush=True)
     gflops, loops = yardsticks(reps, seconds)
-    with Thieves(args.share, args.period_ms / 1000):
+    with thieves(args.share, args.period_ms / 1000):
         slow_gflops, slow_loops = yardsticks(reps, seconds)
         print(f"  matmul float32 2048: {gflops:.0f} GFLOP/s alone, {slow_gflops:.0f} with it "
               f"({slow_gflops / gflops:.2f}x)\n"
