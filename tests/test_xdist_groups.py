@@ -1,5 +1,6 @@
 """The suite's xdist scheduling (tests/xdist_groups.py) in a real pytest run on two workers: each
-module's fixture is made once, and the modules that share a run share a worker."""
+module's fixture is made once, and the modules that share a run share a worker; the longest groups
+are handed out first."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from xdist_groups import SHARED_RUNS, group
+from xdist_groups import LONGEST, SHARED_RUNS, group, longest_first
 
 TESTS = 4  # per module: xdist's load scheduling would spread them over both workers
 
@@ -37,3 +38,10 @@ def test_each_module_and_each_shared_run_is_set_up_on_one_worker(tmp_path):
     assert len({workers[module] for module in shared}) == 1  # the run's modules on one worker
     assert group(f"tests/tools/{shared[0]}.py::test_x[a]") == "run_dir"
     assert group("tests/envs/test_live.py::test_x") == "test_live"
+
+
+def test_the_longest_groups_are_handed_out_first():
+    """LONGEST's groups first, in its order (run_dir is one, after the first two); the rest keep the
+    order xdist gave them (most tests first)."""
+    given = ["test_alone", "run_dir", LONGEST[1], "test_other", LONGEST[0]]
+    assert longest_first(given) == [LONGEST[0], LONGEST[1], "run_dir", "test_alone", "test_other"]

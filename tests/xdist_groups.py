@@ -5,7 +5,8 @@ Each test module runs whole on one worker, and the modules that share a session 
 xdist's own loadgroup reads `xdist_group` marks through a suffix it writes into each test's node
 id, a write that pytest 9.2 ignores: every module fixture was then made on every worker (the
 actor-learner scenario three times). This scheduler takes the group from the node id's module
-instead and needs no mark; the largest groups go first (xdist's loadscope order)."""
+instead and needs no mark; the longest groups go first (LONGEST), then the rest by their count of
+tests (xdist's loadscope order)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from dreamer_live.process import waiting_jobs
 SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
                "test_offline": "actor_run", "test_devices": "actor_run"}
 
+# The groups that take longest, longest first (wall seconds on 3 workers, the CPU made 1.8x slower by
+# bench/slow_cpu.py --share 0.45, compile cache empty, 2026-11-29: 283 ... 61 s; docs/testing.md).
+# Started first so that none starts last and ends the run alone: by count of tests, test_agent_learns
+# (one test, 96 s) went last and its worker ran 50-90 s after the other two were done.
+LONGEST = ("test_hostile", "test_agent", "test_ray", "test_actor_learner", "actor_run", "run_dir",
+           "test_live", "test_agent_learns", "test_cli_errors", "test_agent_reference")
+
 
 def group(nodeid: str) -> str:
     """A test's xdist group: its module's name, or its shared run's (SHARED_RUNS)."""
@@ -31,6 +39,16 @@ class GroupScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return group(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        for name in longest_first(self.workqueue):
+            self.workqueue.move_to_end(name)
+        super()._assign_work_unit(node)
+
+
+def longest_first(groups) -> list[str]:
+    """`groups` with LONGEST's first, in its order, then the rest in the order given."""
+    return sorted(groups, key=lambda name: LONGEST.index(name) if name in LONGEST else len(LONGEST))
 
 
 def pytest_xdist_make_scheduler(config, log):
