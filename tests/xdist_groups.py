@@ -20,13 +20,14 @@ from dreamer_live.process import waiting_jobs
 SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
                "test_offline": "actor_run", "test_devices": "actor_run"}
 
-# The groups that take longest, longest first (wall seconds on 3 workers, the CPU made 1.8x slower by
-# bench/slow_cpu.py --share 0.45, compile cache empty, 2026-11-29: 283 ... 61 s; docs/testing.md).
-# Started first so that none starts last and ends the run alone: by count of tests, test_agent_learns
-# (one test, 96 s) went last and its worker ran 50-90 s after the other two were done.
-LONGEST = ("test_hostile", "test_agent", "test_ray", "test_actor_learner", "actor_run", "run_dir",
+# The groups that take longest (wall seconds on 3 workers, the CPU made 1.8x slower by
+# bench/slow_cpu.py --share 0.45, compile cache empty, 2026-11-29: 283 ... 61 s; docs/testing.md),
+# handed out first so that none starts last and ends the run alone: by count of tests,
+# test_agent_learns (one test, 96 s) went last and its worker ran 50-90 s after the other two were
+# done. Longest first, but test_ray after the first three: its cluster start, beside their cold
+# compiles, once waited past 100 s for three actors ticking.
+LONGEST = ("test_hostile", "test_agent", "test_actor_learner", "test_ray", "actor_run", "run_dir",
            "test_live", "test_agent_learns", "test_cli_errors", "test_agent_reference")
-
 
 def group(nodeid: str) -> str:
     """A test's xdist group: its module's name, or its shared run's (SHARED_RUNS)."""
