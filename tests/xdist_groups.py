@@ -29,6 +29,7 @@ SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
 LONGEST = ("test_hostile", "test_agent", "test_actor_learner", "test_ray", "actor_run", "run_dir",
            "test_live", "test_agent_learns", "test_cli_errors", "test_agent_reference")
 
+
 def group(nodeid: str) -> str:
     """A test's xdist group: its module's name, or its shared run's (SHARED_RUNS)."""
     module = nodeid.split("::", 1)[0].rpartition("/")[2].removesuffix(".py")
