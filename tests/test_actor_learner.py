@@ -293,7 +293,6 @@ def training_run(logdir, *args):
     """`python -m dreamer_live.run` (its own status line on) once its learner trains and its actor has
     heard from it: the run and its children's pids by name; whatever of them a failed test left
     running is killed on the way out."""
-
     run = start("dreamer_live.run", logdir, "--run.quiet", "false", "--learner.nice", "0",
                 *args)  # with COMMON's UNSTARVED_LEARNER: a learner that the other load cannot starve
     children: dict[str, int] = {}
@@ -320,7 +319,6 @@ def training_run(logdir, *args):
 
 def ended(run, timeout=120):
     """The run's exit status and output once it exits, and the processes below it still alive."""
-
     below = descendants(run.pid)
     code = run.wait(timeout=timeout)
     return code, output(run), [p for p in below if alive(p)]

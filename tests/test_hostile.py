@@ -438,6 +438,7 @@ def test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_
     import time
 
     from conftest import poll
+    from procfs import stopped
 
     from dreamer_live.metrics import read_lines
     from dreamer_live.pacer import late_limit_ms
@@ -455,18 +456,16 @@ def test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_
                                  cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     try:
         poll("the actor's first status line", lambda: "ticks/s" in out.read_text(), timeout=60)
-        actor.send_signal(signal.SIGSTOP)
-        stopped = time.time()
-        time.sleep(3.0)  # the fault itself: a process stopped this long
-        actor.send_signal(signal.SIGCONT)
+        with stopped(actor.pid):
+            stopped_at = time.time()
+            time.sleep(3.0)  # the fault itself: a process stopped this long
         poll("the gap's line and a status line after it", lambda: gap.search(out.read_text())
              and "gaps 1" in out.read_text(), timeout=30)
         record_property("lines", gap.search(out.read_text()).group(0))  # bench/faults.py's table
 
         def starved():
-            actor.send_signal(signal.SIGSTOP)
-            time.sleep(0.06)
-            actor.send_signal(signal.SIGCONT)
+            with stopped(actor.pid):
+                time.sleep(0.06)
             time.sleep(0.19)
             return "too loaded to hold 50 Hz" in out.read_text()
 
@@ -487,9 +486,9 @@ def test_a_stopped_actor_cuts_the_episode_at_the_gap_and_a_starved_one_says_too_
     assert last["actor/late_ticks"] == int((late_ms > late_limit_ms(50)).sum()) > 0
     assert last["actor/gaps"] == 1 and late_ms.max() < 2000  # the gap is no tick's lateness
     times = ticks["tick_time"]
-    before = np.flatnonzero(times < stopped)[-1]  # the last step stored before the stop
+    before = np.flatnonzero(times < stopped_at)[-1]  # the last step stored before the stop
     after = np.flatnonzero(np.diff(times) > 2.5)
-    assert list(after) == [before], (times[before - 2:before + 3] - stopped)
+    assert list(after) == [before], (times[before - 2:before + 3] - stopped_at)
     assert ticks["is_last"][before] and not ticks["is_terminal"][before]
     assert ticks["is_first"][before + 1]
     record_property("steps_played", len(times))

@@ -34,6 +34,7 @@ from live_fixtures import (
     wait_for_line,
     write_profile,
 )
+from procfs import stopped
 
 from dreamer_live import config as configlib
 from dreamer_live.config import dump_yaml, read_yaml
@@ -916,14 +917,11 @@ def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvf
 
         try:
             poll("the actor playing", lambda: len(stored("tick_time")) >= 15, timeout=120)
-            os.kill(game.pid, signal.SIGSTOP)
-            stopped = time.time()
-            try:
+            with stopped(game.pid):
+                stopped_at = time.time()
                 poll("the line saying it froze", lambda: frozen.search(out.read_text()), timeout=15)
                 assert not key_down(conn, "Left") and not key_down(conn, "Right")
-                time.sleep(max(0.0, stopped + FROZEN_FOR - time.time()))  # the fault lasts FROZEN_FOR s
-            finally:
-                os.kill(game.pid, signal.SIGCONT)
+                time.sleep(max(0.0, stopped_at + FROZEN_FOR - time.time()))  # the fault lasts FROZEN_FOR s
             moved = time.time()
             def new_episode() -> bool:  # one read of both keys: a chunk may land between two
                 if not list_chunks(logdir / "replay"):
@@ -949,10 +947,10 @@ def test_a_frozen_game_is_cut_like_a_gone_one_and_play_resumes_when_it_moves(xvf
     for name, value in (*(("steps_played", int(n)) for n in played), ("steps_kept", len(times)),
                         *(("lines", line) for line in said.group(0).splitlines())):
         record_property(name, value)  # bench/faults.py's table
-    cut = np.flatnonzero(times <= stopped + FROZEN_S + 1.0)[-1]  # its step found the game frozen
+    cut = np.flatnonzero(times <= stopped_at + FROZEN_S + 1.0)[-1]  # its step found the game frozen
     assert ticks["is_last"][cut] and not ticks["is_terminal"][cut]
     # nothing stored from then until the game moved; then a new episode
-    assert times[cut + 1] > moved and ticks["is_first"][cut + 1], (times[cut - 2:cut + 3] - stopped)
+    assert times[cut + 1] > moved and ticks["is_first"][cut + 1], (times[cut - 2:cut + 3] - stopped_at)
 
 
 def _supertux() -> str:
