@@ -24,6 +24,7 @@ import numpy as np
 from dreamer_live import cli, spaces as spaceslib, transport
 from dreamer_live.actor.core import ActorCore, random_action
 from dreamer_live.atomic import write_atomic
+from dreamer_live.compiles import CompileWatch
 from dreamer_live.envs import make_env, tick_hz
 from dreamer_live.errors import RunFailure, UserError
 from dreamer_live.metrics import Logger, Samples
@@ -32,34 +33,6 @@ from dreamer_live.process import RoleLock, StopFlag
 from dreamer_live.steps import LOG_PREFIX, replay_keys
 
 SWAP_WINDOW = 5  # ticks after a parameter swap whose lateness is reported with it
-
-
-class CompileWatch:
-    """Counts XLA compilations in this process (fresh ones vs. persistent-cache hits)."""
-
-    def __init__(self):
-        import jax
-
-        self.compiles = 0
-        self.cache_hits = 0
-        self.compile_s = 0.0
-        self._hit = False
-        jax.monitoring.register_event_listener(self._on_event)
-        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
-
-    def _on_event(self, event: str, **kwargs) -> None:
-        if event == "/jax/compilation_cache/cache_hits":
-            self._hit = True
-
-    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
-        if event != "/jax/core/compile/backend_compile_duration":
-            return
-        if self._hit:
-            self.cache_hits += 1
-        else:
-            self.compiles += 1
-            self.compile_s += duration
-        self._hit = False
 
 
 def run_actor(config, logdir: pathlib.Path, stop: StopFlag | None = None) -> int:

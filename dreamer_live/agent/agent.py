@@ -100,6 +100,11 @@ class Agent:
                 "retnorm": behavior.retnorm_init(),
                 "step": jnp.zeros((), jnp.int32)}
 
+    def state_shapes(self):
+        """init's result as shapes, dtypes and placements (jax.ShapeDtypeStruct leaves), traced but not
+        compiled or run: the template a checkpoint is restored into."""
+        return jax.eval_shape(self.init, jax.random.PRNGKey(0))
+
     def policy_params(self, state) -> dict:
         """The parameters the actor needs: encoder, RSSM and policy head."""
         return {k: state["params"][k] for k in POLICY_PARTS}

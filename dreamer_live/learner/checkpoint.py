@@ -165,8 +165,12 @@ class Checkpointer:
         if mismatch:
             raise UserError(f"checkpoint {path} does not fit this agent ({mismatch}); move it "
                             "aside to start fresh, or use a new --logdir")
+        # Each leaf where the template's is (a learner's mesh): placed on the default device
+        # instead, the restored state's types differ from the train step's outputs', and the
+        # learner traced and compiled its train step twice.
         state = jax.tree_util.tree_map(
-            lambda t, x: jax.numpy.asarray(np.asarray(x), dtype=getattr(t, "dtype", None)),
+            lambda t, x: jax.device_put(np.asarray(x, dtype=getattr(t, "dtype", None)),
+                                        getattr(t, "sharding", None)),
             template, state)
         return state, meta
 
@@ -196,13 +200,11 @@ def _shape_mismatch(template: Any, state: Any) -> str:
 
 
 # --- choosing a run's checkpoint (viz, eval) -------------------------------------------------------
-def load_state(logdir: pathlib.Path, agent, which: str | int | None = "latest", seed: int = 0):
+def load_state(logdir: pathlib.Path, agent, which: str | int | None = "latest"):
     """The learner state from DIR/checkpoint as (state, meta): the newest, or the one at `which`
     updates; a clear UserError when there is none."""
-    import jax
-
     checkpointer = check_checkpoint(logdir, which)
-    return checkpointer.load(agent.init(jax.random.PRNGKey(seed)), step=checkpoint_step(which))
+    return checkpointer.load(agent.state_shapes(), step=checkpoint_step(which))
 
 
 def checkpoint_step(which: str | int | None) -> int | None:

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from dreamer_live import cli, render, spaces as spaceslib, transport
+from dreamer_live.compiles import CompileWatch
 from dreamer_live.envs import spaces_of_run, tick_hz
 from dreamer_live.errors import UserError
 from dreamer_live.learner.checkpoint import Checkpointer
@@ -55,6 +56,8 @@ class Learner:
 
         from dreamer_live.agent import Agent, devices
 
+        self.watch = CompileWatch()  # from here: the train step's compiles and cache loads
+
         mesh = devices.learner_mesh(config)
         readonly = self.offline or self.replay_dir.resolve() != (self.logdir / "replay").resolve()
         reader = transport.replay_source(config, self.replay_dir, readonly=readonly)
@@ -72,12 +75,13 @@ class Learner:
             agent = Agent(config, *found, mesh=mesh)
             checkpointer = Checkpointer(self.logdir / "checkpoint",
                                         keep=config.learner.keep_checkpoints)
-            state = agent.init(jax.random.PRNGKey(config.seed))
             if checkpointer.exists():
-                state, self.meta = checkpointer.load(state, warn=self.logger.message)
+                state, self.meta = checkpointer.load(agent.state_shapes(), warn=self.logger.message)
                 self.updates = int(self.meta.get("updates", 0))
                 self.logger.message(f"learner: resumed from {checkpointer.path} at "
                                     f"{self.updates} updates")
+            else:
+                state = agent.init(jax.random.PRNGKey(config.seed))
             publisher = transport.variable_publisher(config, self.logdir)
             self.logger.message(
                 f"learner: training on {devices.describe(mesh)} from {self.replay_dir}"
@@ -290,6 +294,8 @@ class Learner:
     def _log(self, window, reader, env_steps, version, batch_steps) -> None:
         import jax
 
+        from dreamer_live.agent import Agent
+
         now = time.monotonic()
         rate = window["updates"] / max(1e-9, now - window["start"])
         metrics = {}
@@ -305,6 +311,8 @@ class Learner:
             "learner/ratio_wait_frac": window["waited"] / max(1e-9, now - window["start"]),
             "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
             "learner/policy_version": version, "learner/skipped_updates": self.skipped,
+            # 1 in a healthy process: more is a recompile of the step (a GPU learner's minute)
+            "learner/train_compiles": self.watch.count(Agent._train_impl),
             "replay/steps": env_steps,
             "replay/held": reader.num_steps})
         self.logger.write(self.updates, metrics)

@@ -111,7 +111,7 @@ def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
             raise UserError(f"no usable parameters in {logdir / 'params'}{reason}")
     if source == "params":
         raise UserError(f"no parameters published yet in {logdir / 'params'}")
-    state, meta = load_state(logdir, agent, checkpoint, seed)  # checks the checkpoint exists first
+    state, meta = load_state(logdir, agent, checkpoint)  # checks the checkpoint exists first
     updates = int(meta.get("updates", 0))
     return (agent.policy_params(state), f"checkpoint at {updates} updates", updates,
             {"eval/checkpoint": updates})

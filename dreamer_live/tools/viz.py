@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.play and not args.ends:
         batch = replay_batch(config, replay_dir, args.sequences, length, config.seed)
     agent = Agent(config, *spaces_of_run(config, replay_dir))
-    state, meta = load_state(args.logdir, agent, args.checkpoint, config.seed)
+    state, meta = load_state(args.logdir, agent, args.checkpoint)
     print(f"viz: checkpoint at {meta.get('updates')} updates; "
           f"{'playing fresh episodes' if args.play else f'steps from {replay_dir}'}", flush=True)
     if args.ends:

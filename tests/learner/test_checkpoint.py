@@ -62,6 +62,22 @@ def test_keeps_the_newest_k_and_loads_each_by_step(tmp_path):
         Checkpointer(tmp_path / "none", keep=0)
 
 
+def test_a_loaded_state_is_placed_where_the_template_is(tmp_path):
+    """A learner's state lives on its mesh; restored elsewhere, its types differed from the train
+    step's outputs and a resumed learner traced and compiled its train step twice."""
+    import jax
+
+    from dreamer_live.agent import devices
+
+    rep = devices.replicated(jax.sharding.Mesh(np.array(jax.devices()[:1]), (devices.AXIS,)))
+    checkpointer = Checkpointer(tmp_path / "checkpoint")
+    checkpointer.save(state_at(7), {"updates": 7})
+    state, _ = checkpointer.load(jax.device_put(TEMPLATE, rep))
+    assert_state_is(state, 7)
+    assert all(leaf.sharding == rep for leaf in jax.tree.leaves(state))
+    assert state["count"].dtype == np.int32
+
+
 def test_damaged_newest_is_set_aside_and_the_previous_loaded_with_one_warning(tmp_path):
     folder = tmp_path / "checkpoint"
     checkpointer = Checkpointer(folder, keep=3)

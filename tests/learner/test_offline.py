@@ -91,6 +91,8 @@ def test_offline_trains_resumes_and_leaves_the_source_untouched(source, trained,
     assert "training on 1 cpu device " in again.stdout  # the 2-device checkpoint resumes on 1
     assert "at 40 updates" in again.stdout and "at 50 updates (10 this run)" in again.stdout
     assert json.loads((new / "checkpoint" / "meta.json").read_text())["updates"] == 50
+    # the restored state on the learner's mesh, as the train step's outputs: compiled once, not twice
+    assert metricslib.read_lines(new / "metrics.jsonl", "learner")[-1]["learner/train_compiles"] == 1
 
     assert fingerprint(source) == before  # byte for byte, names, modes and times
 
