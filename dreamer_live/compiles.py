@@ -14,7 +14,6 @@ class CompileWatch:
 
         self.compiles = 0
         self.cache_hits = 0
-        self.compile_s = 0.0
         self.programs: collections.Counter[str] = collections.Counter()  # 'jit(name)': both kinds
         self._hit = False
         jax.monitoring.register_event_listener(self._on_event)
@@ -32,7 +31,6 @@ class CompileWatch:
             self.cache_hits += 1
         else:
             self.compiles += 1
-            self.compile_s += duration
         self._hit = False
 
     def count(self, function) -> int:
