@@ -472,9 +472,10 @@ def test_a_value_that_comes_and_goes_reads_absent_and_the_state_vector_is_scaled
 
 
 def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path):
-    """`python -m dreamer_live.check` on the Catcher window: random keys for 6 s; each miss prints its
+    """`python -m dreamer_live.check` on the Catcher window: random keys for 12 s; each miss prints its
     reward with the values that changed, the game over prints a death and the reset, the last line
-    sums it up; no file is written."""
+    sums it up; no file is written. (A fruit falls every ~1.3 s: in 6 s the random keys once caught
+    all four and missed none.)"""
     with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1") as game:
         profile = write_profile(tmp_path, game.export)
         # The one life is lost unplayed within seconds; wait for it, so that check's first reset meets a
@@ -482,7 +483,7 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
         assert eventually(lambda: game.read("game_over") > 0.5, timeout=30)
         before = sorted(tmp_path.rglob("*"))
         result = subprocess.run(
-            [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "6",
+            [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "12",
              "--env.profile", str(profile), "--env.live.display", xvfb.name],
             cwd=tmp_path, env=xvfb.env(), capture_output=True, text=True, timeout=120)
         assert sorted(tmp_path.rglob("*")) == before
