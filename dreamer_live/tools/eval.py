@@ -86,21 +86,19 @@ def make_env_to_play(config):
         return make_env(lockstep_twin(config))
 
 
-def load_params(logdir: pathlib.Path, config, agent, source: str, seed: int,
+def load_params(logdir: pathlib.Path, config, agent, source: str,
                 checkpoint: str | int | None = "latest"):
     """The policy parameters: the newest DIR/params version, else the checkpoint (the newest, or the
     one at `checkpoint` updates, which implies source "checkpoint").
 
     Returns (params, description, learner updates, {metric key naming what was loaded: number}).
     """
-    import jax
-
     from dreamer_live.transport import sync  # imports flax, hence JAX
 
     if checkpoint_step(checkpoint) is not None:
         source = "checkpoint"  # main() refused --source params with a step
     if source in ("auto", "params") and (logdir / "params").is_dir():
-        template = agent.init_policy(jax.random.PRNGKey(seed))
+        template = agent.policy_params(agent.state_shapes())  # shapes only: nothing compiled
         client = sync.Client(logdir / "params", template, sync.model_hash(config))
         if client.poll():  # one synchronous read of the newest valid version
             loaded = client.current
@@ -131,8 +129,7 @@ def evaluate(config, logdir: pathlib.Path, episodes: int, source: str = "auto", 
     logger = None
     try:
         agent = Agent(config, obs_space, act_space)
-        params, label, updates, played = load_params(logdir, config, agent, source, config.seed,
-                                                     checkpoint)
+        params, label, updates, played = load_params(logdir, config, agent, source, checkpoint)
         params = jax.device_put(params)
         played["eval/greedy"] = int(mode == "eval")
         print(f"eval: {episodes} episodes of {config.env.name} with {label}, mode {mode}", flush=True)
