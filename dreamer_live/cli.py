@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import logging
 import os
 import pathlib
@@ -178,10 +179,11 @@ XLA_CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_IND
 # compiles in ~4.5 s, not ~11 s (and runs in ~12 ms, not ~5 ms). XLA_FLAGS is part of the compilation
 # cache's key, so these programs never mix with a run's. Also off for them: the CPU's tree reduction
 # rewrite (each large reduction split in windows of 32, for its rounding: a few hundred more kernels
-# to compile in a train step) and LLVM module splitting (one module, not 32): test_agent's train step
-# on 64x64 images, XLA's compile 7.3 -> 4.7 s (docs/testing.md).
+# to compile in a train step), LLVM module splitting (one module, not 32): test_agent's train step
+# on 64x64 images, XLA's compile 7.3 -> 4.7 s; and XLA's HLO verifier, its check of its own passes'
+# output after each pipeline (~11% of a compile; docs/testing.md).
 QUICK_COMPILE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false",
-                           "--xla_disable_hlo_passes=tree_reduction_rewriter",
+                           "--xla_disable_hlo_passes=tree_reduction_rewriter,hlo-verifier",
                            "--xla_cpu_parallel_codegen_split_count=1")
 
 
@@ -210,6 +212,12 @@ def setup_jax(config: configlib.Config) -> None:
         os.environ.setdefault("JAX_PLATFORMS", config.jax.platform)
     set_xla_flags()
     import jax
+
+    # Tracing a program allocates many short-lived objects, and each of Python's collections also
+    # scanned the ~100k objects the imports left: frozen, they are skipped, and collections come
+    # less often (an actor's start -15% of CPU, a learner's -9%: docs/testing.md).
+    gc.freeze()
+    gc.set_threshold(50_000)
 
     try:
         jax.devices()
