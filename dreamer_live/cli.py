@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from dreamer_live import config as configlib, programs
+from dreamer_live import config as configlib
 from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import RunFailure, UserError
 
@@ -225,7 +225,6 @@ def setup_jax(config: configlib.Config) -> None:
         raise UserError(f"JAX cannot use platform {os.environ.get('JAX_PLATFORMS')!r} here "
                         f"(jax.platform): {str(e).splitlines()[0][:200]}") from None
 
-    programs.use_folder(cache_dir() / "programs" if config.jax.compile_cache else None)
     if config.jax.compile_cache:
         path = cache_dir() / "jax"
         path.mkdir(parents=True, exist_ok=True)

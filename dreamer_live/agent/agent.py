@@ -13,7 +13,6 @@ from dreamer_live.agent import behavior, devices, optim, rssm as rssmlib
 from dreamer_live.agent.behavior import ActorCritic
 from dreamer_live.agent.worldmodel import WorldModel
 from dreamer_live.errors import UserError
-from dreamer_live.programs import Program
 
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
@@ -73,26 +72,21 @@ class Agent:
         self.opt = optim.make(cfg.opt)
         self.lr = optim.schedule(cfg.opt.lr, cfg.opt.warmup)
         self.scales = dict(cfg.loss_scales)
-        # Each program is kept after its first trace (programs.py), under a key that holds this
-        # agent's config and spaces. Not the actor's: its two small programs trace in ~0.3 s, less
-        # than a saved program's first call adds (JAX sets up LAPACK for it: ~0.2 s), and its tick
-        # policy (actor/core.py) is a plain jit, with no signature to compute on each tick.
-        salt = repr((sorted(cfg.flat().items()), sorted(self.obs_space.items()), act_space))
         # With a devices.learner_mesh, the state lives replicated on its devices and train splits
         # the batch over them; without one, the default device (the actor, viz, eval).
         if mesh is None:
-            self.init = Program(self._init, salt)
-            self._train = Program(self._train_impl, salt)
+            self.init = jax.jit(self._init)
+            self._train = jax.jit(self._train_impl)
         else:
             rep, split = devices.replicated(mesh), devices.batch_split(mesh)
-            self.init = Program(self._init, salt, in_shardings=(rep,), out_shardings=rep)
-            self._train = Program(self._train_impl, salt, in_shardings=(rep, split, rep),
+            self.init = jax.jit(self._init, out_shardings=rep)
+            self._train = jax.jit(self._train_impl, in_shardings=(rep, split, rep),
                                   out_shardings=(rep, rep, split))
         # What init's policy_params would be, compiled without the decoder, critic and optimizer
         # state (XLA drops what is not returned): a smaller program for the actor to compile.
         self.init_policy = jax.jit(lambda key: self.policy_params(self._init(key)))
-        self._policy = Program(self._policy_impl, salt, static_argnames=("mode",))
-        self._openloop = Program(self._openloop_impl, salt, static_argnames=("observe", "dream"))
+        self._policy = jax.jit(self._policy_impl, static_argnames=("mode",))
+        self._openloop = jax.jit(self._openloop_impl, static_argnames=("observe", "dream"))
 
     # ------------------------------------------------------------------------------------------
     def _init(self, key):
@@ -109,7 +103,7 @@ class Agent:
     def state_shapes(self):
         """init's result as shapes, dtypes and placements (jax.ShapeDtypeStruct leaves), traced but not
         compiled or run: the template a checkpoint is restored into."""
-        return jax.eval_shape(self.init.jitted, jax.random.PRNGKey(0))
+        return jax.eval_shape(self.init, jax.random.PRNGKey(0))
 
     def policy_params(self, state) -> dict:
         """The parameters the actor needs: encoder, RSSM and policy head."""
