@@ -213,9 +213,9 @@ def setup_jax(config: configlib.Config) -> None:
     set_xla_flags()
     import jax
 
-    # Tracing a program allocates many short-lived objects, and each of Python's collections also
-    # scanned the ~100k objects the imports left: frozen, they are skipped, and collections come
-    # less often (an actor's start -15% of CPU, a learner's -9%: docs/testing.md).
+    # Tracing a program allocates many short-lived objects, and each of Python's full collections
+    # also scanned the ~100k objects the imports left: frozen, they are skipped, and collections
+    # come less often (an actor's start -15% of CPU, a learner's -9%: docs/testing.md).
     gc.freeze()
     gc.set_threshold(50_000)
 
