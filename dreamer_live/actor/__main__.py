@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from dreamer_live import cli
-from dreamer_live.actor.loop import run_actor
-from dreamer_live.transport import raycluster
 
 
 @cli.main
@@ -14,6 +12,10 @@ def main(argv: list[str] | None = None) -> int:
                    "Play a game in real time into DIR/replay with the learner's latest policy "
                    "(--ray.address HOST:PORT: join a running learner's Ray cluster instead).")
     args, config = cli.parse(p, argv)
+    # imported after parsing: bad input is answered without loading the actor's modules
+    from dreamer_live.actor.loop import run_actor
+    from dreamer_live.transport import raycluster
+
     if not config.ray.address:
         return run_actor(config, args.logdir)
     where = raycluster.attach(config, args.logdir)  # a hand-started actor joining a running learner

@@ -8,7 +8,6 @@ import traceback
 from dreamer_live import cli
 from dreamer_live.atomic import write_atomic
 from dreamer_live.errors import RunFailure, UserError
-from dreamer_live.learner.loop import run_learner
 
 # JAX's CPU runtime maps its libraries and its threads' stacks into the address space: the debug
 # preset's learner reaches 2.5 GB of it, and under a lower cap (ulimit -v, prlimit --as) JAX fails to
@@ -54,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         raise RunFailure(f"not enough memory{capped}: the learner needs {MIN_ADDRESS_SPACE >> 30} GiB "
                          "of address space at least (JAX maps its libraries and threads there); raise "
                          "the cap (ulimit -v unlimited)")
+    # imported after parsing: bad input is answered without loading the learner's modules
+    from dreamer_live.learner.loop import run_learner
+
     try:
         return run_learner(config, args.logdir, replay_dir, args.offline,
                            share_with="" if args.offline else "the actor")
