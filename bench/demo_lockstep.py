@@ -25,6 +25,7 @@ for the real-time run (bench/demo_run.py): no clock, no policy lag.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 import time
@@ -50,6 +51,8 @@ def main(argv: list[str]) -> int:
                    help="updates between world-model diagnostics (default 2000)")
     p.add_argument("--until", type=float, default=None, metavar="R",
                    help="stop once the last 10 episodes average R or more; print that update")
+    p.add_argument("--episodes", type=pathlib.Path, default=None, metavar="FILE",
+                   help="append one JSON line per episode: the updates done, env steps, its return")
     add_smoke(p)
     args, rest = p.parse_known_args(argv)
     if args.smoke:
@@ -79,6 +82,8 @@ def main(argv: list[str]) -> int:
     b, t = config.batch_size, config.batch_length
     context = config.agent.replay_context
     latents = LatentStore.from_config(config, capacity=2 ** 62)  # the list keeps every step
+    update = 0
+    episodes_out = args.episodes.open("a") if args.episodes else None
 
     def env_step():
         nonlocal carry, obs, key, episode_return
@@ -89,6 +94,10 @@ def main(argv: list[str]) -> int:
         episode_return += 0.0 if obs["is_first"] else float(obs["reward"])
         if obs["is_last"]:
             returns.append(episode_return)
+            if episodes_out:
+                episodes_out.write(json.dumps({"update": update, "env_steps": len(store["is_first"]),
+                                               "return": episode_return}) + "\n")
+                episodes_out.flush()
             episode_return, obs = 0.0, env.reset()
         else:
             env.act(action)
