@@ -311,6 +311,24 @@ def print_table(table: list[dict], checkpoints, seeds) -> None:
           f"than their spread)")
 
 
+def print_markdown(table: list[dict], seeds) -> None:
+    """The table as the docs show it: one markdown row per game and observation."""
+    print("| game | observation | random | scripted | " + " | ".join(f"seed {s}: last {WINDOW} (share)"
+                                                            for s in seeds) + " | half-way at | above random |")
+    print("|---|---|---|---|" + "---|" * len(seeds) + "---|---|")
+    for row in table:
+        cells = []
+        for seed in seeds:
+            got = row["seeds"].get(seed)
+            cells.append("not run" if got is None else f"{fmt(got['final'])} ({fmt(got['share'])})")
+        halves = [row["seeds"][s]["half_at"] for s in seeds if s in row["seeds"]]
+        half = " / ".join("never" if h is None else f"{h:,}" for h in halves) or "-"
+        verdict = above_random(row)
+        print(f"| {row['game']} | {row['obs']} | {' / '.join(fmt(v) for v in row['random']) or '-'} | "
+              f"{' / '.join(fmt(v) for v in row['scripted']) or '-'} | " + " | ".join(cells)
+              + f" | {half} | {'-' if verdict is None else ('yes' if verdict else 'no')} |")
+
+
 def draw(data: dict, games, obs_kinds, seeds, path: pathlib.Path) -> None:
     """Learning curves (last-WINDOW mean against updates), one panel per game; random and scripted lines."""
     import matplotlib
@@ -368,6 +386,7 @@ def main(argv: list[str]) -> int:
                    help="folder for each run's output and episodes")
     p.add_argument("--figure", type=pathlib.Path, default=DEFAULT_FIGURE, help="the learning curves' figure")
     p.add_argument("--table", action="store_true", help="print the table and draw the figure; run nothing")
+    p.add_argument("--markdown", action="store_true", help="print the table as the docs show it, too")
     p.add_argument("--report-every", type=float, default=120.0, help="seconds between progress lines")
     p.add_argument("--configs", nargs="*", default=[], metavar="PRESET",
                    help="presets merged after each game's, for every run and baseline (keep such a table "
@@ -398,7 +417,11 @@ def main(argv: list[str]) -> int:
     budget = args.updates
     checkpoints = [budget // 4, budget // 2, 3 * budget // 4, budget]
     print(f"\ndata: {args.data}")
-    print_table(rows(data, args.games, args.obs, args.seeds, checkpoints), checkpoints, args.seeds)
+    table = rows(data, args.games, args.obs, args.seeds, checkpoints)
+    print_table(table, checkpoints, args.seeds)
+    if args.markdown:
+        print()
+        print_markdown(table, args.seeds)
     draw(data, args.games, args.obs, args.seeds, args.figure)
     return code
 

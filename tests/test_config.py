@@ -128,3 +128,32 @@ def test_every_number_and_choice_has_its_rule_beside_its_default():
         config.resolve(overrides={"agent.opt.beta1": 1})
     with pytest.raises(UserError, match=r"'agent\.enc\.mults' must be in \[1, 64\], got \[2, 0\]"):
         config.resolve(overrides={"agent.enc.mults": [2, 0]})
+
+
+# The keys that the defaults' one CPU default owns: a game's preset may set them only with a measured
+# reason in docs/games.md's table "Settings a game keeps".
+AGENT_KEYS = ("agent.", "batch_size", "batch_length", "run.train_ratio", "run.prefill")
+KEPT_ROW = re.compile(r"^\| `([a-z0-9_]+)` \| `([a-z0-9_.]+)` \| [^|]+ \| [^|]*\S[^|]* \|$")
+
+
+def test_a_game_preset_sets_agent_keys_only_with_a_measured_reason():
+    docs = (config.CONFIG_DIR.parents[1] / "docs" / "games.md").read_text()
+    section = docs.split("## Settings a game keeps", 1)[1].split("\n## ", 1)[0]
+    kept = {m.groups() for line in section.splitlines() if (m := KEPT_ROW.match(line.strip()))}
+    table = config.presets()
+
+    def names_a_game(name: str) -> bool:  # it, or a preset it builds on, sets env.name
+        body = table[name] or {}
+        bases = body.get("base") or []
+        return "name" in (body.get("env") or {}) or any(names_a_game(b) for b in bases)
+
+    found = set()
+    for name, body in table.items():
+        if not names_a_game(name):
+            continue
+        for key in config.flatten({k: v for k, v in body.items() if k != "base"}):
+            if key.startswith(AGENT_KEYS):
+                found.add((name, key))
+    assert found <= kept, f"game presets set agent keys with no row in docs/games.md: {sorted(found - kept)}"
+    assert kept <= found, f"docs/games.md names settings no preset sets: {sorted(kept - found)}"
+    assert ("supertux", "agent.opt.lr") in found  # the rule sees the keys it is about
