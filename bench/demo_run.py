@@ -85,6 +85,7 @@ def scripted_returns(logdir: pathlib.Path, episodes: int) -> dict:
     """Mean episode return of scripted Catcher players under the run's config (empty for other games)."""
     from dreamer_live import config as configlib
     from dreamer_live.envs import lockstep_twin, make_env
+    from dreamer_live.envs.games.players import PLAYERS, play_episodes
 
     config = configlib.defaults().update(configlib.read_yaml(logdir / "config.yaml") or {})
     game = config.env
@@ -93,25 +94,10 @@ def scripted_returns(logdir: pathlib.Path, episodes: int) -> dict:
     if not (game.time_cap_s or game.time_cap_steps):  # the greedy player never loses: no episode end
         print("scripted players skipped: the run's episodes had no time cap (env.time_cap_s)")
         return {}
-    env = make_env(lockstep_twin(config.update({"env.obs": "vector"})))  # the players read the state
-    rng = np.random.default_rng(0)
-
-    def greedy(state):  # [paddle x, paddle velocity, fruit x, fruit y]: aim ahead of the paddle's drift
-        gap = state[2] - (state[0] + state[1] * 0.1)
-        return 0 if abs(gap) < 0.05 else (2 if gap > 0 else 1)
-
-    players = {"random": lambda state: rng.integers(3), "always left": lambda state: 1, "greedy": greedy}
-    out = {}
-    for name, player in players.items():
-        returns = []
-        for _ in range(episodes):
-            obs, total = env.reset(), 0.0
-            while not obs["is_last"]:
-                env.act(np.eye(3, dtype=np.float32)[player(obs["vector"])])
-                obs = env.observe()
-                total += float(obs["reward"])
-            returns.append(total)
-        out[f"scripted {name}"] = float(np.mean(returns))
+    env = make_env(lockstep_twin(config))
+    players = {"random": "random", "always left": lambda game: 1, "greedy": PLAYERS["Catcher"]}
+    out = {f"scripted {name}": float(np.mean(play_episodes(env, player, episodes)))
+           for name, player in players.items()}
     env.close()
     return out
 

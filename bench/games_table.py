@@ -12,7 +12,7 @@ Every episode's return is kept with the learner updates done when it ended. A un
 and the game's scripted player (dreamer_live/envs/games/players.py) play --baseline-episodes episodes
 of the same env per seed (--rerun-baselines plays them again). The data file (--data, default bench/games_scores.json) keeps each finished
 run and baseline as it ends, so an interrupted table goes on where it stopped: a run or baseline
-already there is not run again (a run cut short starts over).
+already there is not run again (a run cut short starts over), and two table processes may share it.
 
 The table, per game and observation: random and scripted means (per seed), the learner's mean of its
 last 20 episodes at a few update counts up to the budget per seed, its score at the budget as a share
@@ -90,11 +90,15 @@ def load(path: pathlib.Path) -> dict:
     return {"window": WINDOW, "runs": {}, "baselines": {}}
 
 
-def save(path: pathlib.Path, data: dict) -> None:
-    """Write the data file whole (atomically), runs and baselines sorted."""
-    data = {**data, "runs": dict(sorted(data["runs"].items())),
-            "baselines": dict(sorted(data["baselines"].items()))}
-    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+def store(path: pathlib.Path, data: dict, section: str, key: str, entry: dict) -> None:
+    """Put one run or baseline into the data file as it is on disk now (another table process may have
+    added to it), write it whole and atomically, and into `data`."""
+    data[section][key] = entry
+    fresh = load(path)
+    fresh[section][key] = entry
+    fresh = {**fresh, "runs": dict(sorted(fresh["runs"].items())),
+             "baselines": dict(sorted(fresh["baselines"].items()))}
+    write_atomic(path, (json.dumps(fresh, indent=1) + "\n").encode())
 
 
 # --- baselines ------------------------------------------------------------------------------------
@@ -103,14 +107,13 @@ def baseline(game: str, seed: int, episodes: int, presets: list[str], overrides:
     """Random and scripted returns over `episodes` episodes of the game's lockstep env at `seed`."""
     from dreamer_live import config as configlib
     from dreamer_live.envs import lockstep_twin, make_env
-    from dreamer_live.envs.games.players import PLAYERS, play_episodes
+    from dreamer_live.envs.games.players import play_episodes, scripted_action
 
     config = lockstep_twin(configlib.resolve([preset(game, "vector"), *presets], {**overrides, "seed": seed}))
     env = make_env(config)
     try:
-        name = env.unwrapped.game.name if hasattr(env, "unwrapped") else env.game.name
         out = {"random": play_episodes(env, "random", episodes, seed=seed),
-               "scripted": play_episodes(env, PLAYERS[name], episodes, seed=seed)}
+               "scripted": play_episodes(env, scripted_action, episodes, seed=seed)}
     finally:
         env.close()
     return {**out, "episodes": episodes}
@@ -163,9 +166,8 @@ def run_all(args, data: dict, data_path: pathlib.Path, meta: dict) -> int:
             if key in data["baselines"] and not args.rerun_baselines:
                 continue
             began = time.monotonic()
-            data["baselines"][key] = {**baseline(game, seed, args.baseline_episodes, args.configs,
-                                                  args.overrides), **meta}
-            save(data_path, data)
+            store(data_path, data, "baselines", key,
+                  {**baseline(game, seed, args.baseline_episodes, args.configs, args.overrides), **meta})
             b = data["baselines"][key]
             print(f"baseline {key}: random {np.mean(b['random']):.2f}, scripted {np.mean(b['scripted']):.2f} "
                   f"({args.baseline_episodes} episodes each, {time.monotonic() - began:.0f} s)", flush=True)
@@ -194,8 +196,7 @@ def run_all(args, data: dict, data_path: pathlib.Path, meta: dict) -> int:
                     tail = run.log_path.read_text().splitlines()[-5:]
                     print(f"FAILED {run.key} (exit {run.proc.returncode}):\n  " + "\n  ".join(tail), flush=True)
                     continue
-                data["runs"][run.key] = {**run.record(), **meta}
-                save(data_path, data)
+                store(data_path, data, "runs", run.key, {**run.record(), **meta})
                 episodes = data["runs"][run.key]["episodes"]
                 tail = [e[2] for e in episodes[-WINDOW:]]
                 print(f"finished {run.key}: {len(episodes)} episodes, last {len(tail)} mean "
