@@ -32,6 +32,9 @@ IMAGE_AGENT = {
     "agent.reward_head.units": 32, "agent.reward_head.bins": 31, "agent.cont_head.units": 32,
     "agent.policy.units": 32, "agent.value.units": 32, "agent.value.bins": 31,
     "agent.imag_length": 5, "agent.opt.lr": 3e-3, "agent.opt.warmup": 0,
+    # the reference's plain image loss: viz's test asks a small error on every pixel, which motion
+    # weighting trades for the moving ones (observed error 0.033 at 100, under 0.01 at 0)
+    "agent.dec.motion_weight": 0.0,
 }
 TRAIN_STEPS = 300  # run_dir's updates: the decoder picks up paddle and fruit after ~200
 
