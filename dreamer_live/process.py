@@ -133,30 +133,37 @@ def share_cpu(threads: int, nice: int, idle: bool) -> str:
 
 class RoleLock:
     """An exclusive lock on a file that holds the owner's pid and host: one process per role (an
-    actor id, the learner, on a logdir). The OS drops it when the owner dies, so a dead owner's lock
-    is taken over; a clean release empties the file, so a pid left in it tells of an owner that died."""
+    actor id, the learner, on a logdir; a game window). The OS drops it when the owner dies, so a dead
+    owner's lock is taken over; a clean release empties the file, so a pid left in it tells of an
+    owner that died."""
 
     _OFFSET = 1 << 20  # Windows locks this byte (beyond the text), so others can still read the pid
 
-    def __init__(self, path: str | os.PathLike, role: str, hint: str = ""):
+    def __init__(self, path: str | os.PathLike, role: str, hint: str = "",
+                 busy: str = "already runs on this logdir", command: bool = False):
         self.path, self.role = pathlib.Path(path), role
         self.hint = hint  # what else the refused process may do, after "stop it first"
+        self.busy = busy  # what the refusal says of the role
+        self.command = command  # the owner's command line goes into the file, and into a refusal
         self._fd: int | None = None
         self.took_over = ""  # "pid N on host H" of an owner that died holding it
 
     def acquire(self) -> RoleLock:
         """Take the lock; a UserError naming the owner while another process holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             _lock(fd, self._OFFSET)
         except OSError:
             owner = _owner(_read_all(fd))
             os.close(fd)
-            raise UserError(f"{self.role} already runs on this logdir ({owner}, lock {self.path}); "
+            raise UserError(f"{self.role} {self.busy} ({owner}, lock {self.path}); "
                             f"stop it first{' or ' + self.hint if self.hint else ''}") from None
         previous = _read_all(fd)
         self.took_over = _owner(previous) if previous.strip() else ""
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        if self.command:
+            record["command"] = command_line()
         _rewrite(fd, json.dumps(record).encode())
         self._fd = fd
         return self
@@ -178,10 +185,22 @@ def waiting_jobs() -> int:
     return max(1, (cores or 1) * 3 // 2)
 
 
+def command_line(limit: int = 200) -> str:
+    """This process's command as a person typed it, e.g. `python -m dreamer_live.actor --logdir X`."""
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(".py") and "dreamer_live" in argv[0]:  # python -m dreamer_live.<x>
+        parts = pathlib.Path(argv[0]).with_suffix("").parts
+        parts = parts[len(parts) - 1 - parts[::-1].index("dreamer_live"):]
+        argv[0] = "python -m " + ".".join(parts[:-1] if parts[-1] == "__main__" else parts)
+    text = " ".join(argv)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _owner(text: bytes) -> str:
     try:
         record = json.loads(text)
-        return f"pid {int(record['pid'])} on host {record.get('host', '?')}"
+        owner = f"pid {int(record['pid'])} on host {record.get('host', '?')}"
+        return f"{owner}: {record['command']}" if record.get("command") else owner
     except (ValueError, KeyError, TypeError):
         return "owner unknown"
 

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -495,6 +496,35 @@ def test_check_prints_rewards_and_episode_ends_and_writes_nothing(xvfb, tmp_path
     assert ends and "reset (" in lines[ends[0] + 1]
     assert lines[-1].startswith("check: ") and f"episode ends: {len(ends)} deaths, 0 cut" in lines[-1]
     assert "lives 0..1" in lines[-1]
+
+
+def test_a_second_player_on_a_played_window_is_refused_in_one_line(xvfb, tmp_path, record_property):
+    """One game window, one player: while an env plays the Catcher window, `check` on the same window
+    (as a second actor, `record` or `check` would) stops with one line naming the window and the
+    process that plays it, exit status 2, and sends no key; once the first has closed, it plays."""
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        profile = write_profile(tmp_path, game.export)
+        env = make(xvfb, profile)
+        second = [sys.executable, "-m", "dreamer_live.check", "--configs", "catcher_live", "--seconds", "1",
+                  "--env.profile", str(profile), "--env.live.display", xvfb.name]
+        try:
+            env.reset()
+            result = subprocess.run(second, cwd=tmp_path, env=xvfb.env(), capture_output=True, text=True,
+                                    timeout=120)
+            line = result.stderr.strip().splitlines()[-1]
+            record_property("lines", line)  # bench/faults.py's table
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+            assert re.fullmatch(
+                r"check: error: game window 'dreamer_live Catcher[^']*' \(X window 0x[0-9a-f]+ on display "
+                rf"{re.escape(xvfb.name)}\) is already played by another dreamer_live process \(pid "
+                rf"{os.getpid()} on host .*, lock .*\.lock\); stop it first or give each actor a game "
+                r"of its own", line), line
+            assert " step " not in result.stdout  # it never played
+        finally:
+            env.close()
+        result = subprocess.run(second, cwd=tmp_path, env=xvfb.env(), capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr
 
 
 def test_check_stopped_by_sigterm_stops_the_game_it_launched(xvfb, tmp_path):

@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -38,6 +39,7 @@ from dreamer_live.envs.live.profile import Profile, ValueSpec
 from dreamer_live.envs.live.window import open_windows
 from dreamer_live.envs.wrappers import resize_image
 from dreamer_live.errors import UserError, did_you_mean
+from dreamer_live.process import RoleLock
 from dreamer_live.steps import LOG_PREFIX
 
 STATS_KEPT = 10000  # per-tick timings kept between two metrics() calls
@@ -129,6 +131,7 @@ class LiveEnv(Env):
         self.keys = keyslib.KeyHolder(backend if inject_keys else keyslib.ReadOnlyKeys(backend))
         self.capture = Capture(options.display) if "image" in self.obs_space else None
         self._window = None  # Window once connected
+        self._window_lock: tuple[str, RoleLock] | None = None  # (key, lock) of the window played
         self._reader = None
         self._specs: dict[str, ValueSpec] = {}
         self._prev: dict[str, float] = {}
@@ -279,6 +282,7 @@ class LiveEnv(Env):
             if self.capture is not None:
                 self.capture.close()
             self.windows.close()
+            self._release_window()
 
     # --- observations -------------------------------------------------------------------------------------
     def _obs(self, image, values, reward, first=False, last=False, terminal=False):
@@ -432,6 +436,7 @@ class LiveEnv(Env):
         while True:
             window = find_window(self.windows, self.profile, self.launcher, self.options.wait_s,
                                  deadline, self._sleep)
+            self._hold(window)
             if self.profile.focus and window.handle:
                 self.windows.focus(window.handle)
             self._window = window
@@ -448,6 +453,31 @@ class LiveEnv(Env):
             pid = f" (pid {self._reader.pid})" if self._reader else ""
             print(f"live: playing {window.title!r}{pid}", flush=True)
             return
+
+    def _hold(self, window) -> None:
+        """Lock the window for this process: one player per game (two would each store steps whose
+        keys the other chose); a UserError naming the holder while another process plays it."""
+        display = self.options.display or (os.environ.get("DISPLAY", "") if sys.platform != "win32" else "")
+        if window.handle:
+            where = f"{'X ' if sys.platform != 'win32' else ''}window {window.handle:#x}"
+        else:
+            where = f"screen region {self.profile.screen_region}"
+        where += f" on display {display}" if display else ""
+        key = re.sub(r"[^A-Za-z0-9._-]+", "_", where)
+        if self._window_lock is not None and self._window_lock[0] == key:
+            return
+        self._release_window()
+        from dreamer_live.cli import cache_dir
+
+        lock = RoleLock(cache_dir() / "windows" / f"{key}.lock", f"game window {window.title!r} ({where})",
+                        busy="is already played by another dreamer_live process", command=True,
+                        hint="give each actor a game of its own").acquire()
+        self._window_lock = (key, lock)
+
+    def _release_window(self) -> None:
+        if self._window_lock is not None:
+            self._window_lock[1].release()
+            self._window_lock = None
 
     def _open_memory(self, deadline: float) -> None:
         """Open the game's process and read every value once (a pointer chain may need a moment)."""
