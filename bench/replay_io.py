@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/replay_io.py [--images monsterkong,smooth] [--update-rate 0.5]
     .venv/bin/python bench/replay_io.py --smoke      # 20 files, 2 chunks sampled 0.5 s, 1024 adds
+    .venv/bin/python bench/replay_io.py --load-steps 100000 1000000 --images monsterkong   # memory at load
 
 Images are 64x64x3 uint8 with realistic structure, never pure noise unless asked for:
   monsterkong  frames of the built-in MonsterKong game (textured platforms, ladders, sprites) under a
@@ -12,13 +13,18 @@ Images are 64x64x3 uint8 with realistic structure, never pure noise unless asked
 Prints: chunk write MB/s; refresh() time with --files chunk files on disk; sampled sequences/s at
 --batch x --length against what the learner consumes at --update-rate updates/s (ratio); memory per
 stored step against the 12 KB of raw storage (ratio); add() latency p50/p99/max while chunks flush.
+With --load-steps N: a store of N steps of the first image kind loaded by a fresh process: its peak
+memory while loading and what it holds once loaded (resident set above the process's start), per step,
+against the reader's own count of the bytes it holds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -163,6 +169,29 @@ def bench_store(directory: pathlib.Path, frames: np.ndarray, chunks: int, batch:
     return per_step, rates
 
 
+LOAD_PROBE = """
+import json, resource, sys
+from dreamer_live.replay import Reader
+def rss():  # resident bytes now
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+before = rss()
+reader = Reader(sys.argv[1], capacity=10 ** 9, prefetch=0, batch=2, length=8)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+print(json.dumps({"steps": reader.num_steps, "before": before, "peak": peak, "held": rss(),
+                  "nbytes": reader.nbytes}))
+"""
+
+
+def bench_load_memory(directory: pathlib.Path, frames: np.ndarray, steps: int) -> dict:
+    """Write a store of `steps` steps, load it in a fresh process: its memory figures (bytes)."""
+    write_store(directory, frames, max(1, steps // 1024), 1024)
+    out = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(directory)], capture_output=True,
+                         text=True, check=True)
+    shutil.rmtree(directory, ignore_errors=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 def main(argv=None) -> int:
     """Run every figure and print it with its comparison."""
     p = argparse.ArgumentParser(prog="replay_io", description=__doc__.split("\n")[0])
@@ -177,6 +206,8 @@ def main(argv=None) -> int:
                    help="1024-step chunks in the sampled store")
     p.add_argument("--seconds", type=float, default=5.0, help="sampling time per measurement")
     p.add_argument("--adds", type=int, default=4096, help="add() calls for the latency figure")
+    p.add_argument("--load-steps", type=int, nargs="*", default=[], metavar="N",
+                   help="only the memory of loading stores of N steps (first image kind), e.g. 100000 1000000")
     p.add_argument("--dir", type=pathlib.Path, default=None,
                    help="scratch folder (default: a temp dir)")
     add_smoke(p)
@@ -186,7 +217,19 @@ def main(argv=None) -> int:
     root = pathlib.Path(tempfile.mkdtemp(prefix="replay_io_", dir=args.dir))
     print(f"replay_io: scratch files in {root} (removed at the end)")
     consumed = args.update_rate * args.batch
+    if args.smoke:
+        args.load_steps = args.load_steps or [4096]
     try:
+        kind = args.images.split(",")[0]
+        for steps in args.load_steps:
+            m = bench_load_memory(root / f"load-{steps}", make_frames(kind, 1024), steps)
+            n = m["steps"]
+            print(f"load of {n} {kind} steps: peak {(m['peak'] - m['before']) / n:.0f} B/step while "
+                  f"loading, {(m['held'] - m['before']) / n:.0f} B/step held once loaded (the reader "
+                  f"counts {m['nbytes'] / n:.0f}); peak {(m['peak'] - m['before']) / 2**20:.0f} MiB, "
+                  f"held {(m['held'] - m['before']) / 2**20:.0f} MiB", flush=True)
+        if args.load_steps and not args.smoke:
+            return 0
         for n, kind in enumerate(args.images.split(",")):
             print(f"\n== {kind} 64x64x3 frames ==", flush=True)
             frames = make_frames(kind, 1024)

@@ -130,17 +130,19 @@ class Reader:
                     self._known.add(name)
                     continue
                 arrays = self._load(name, fields)
-                if arrays is not None:
-                    loaded.append((fields, arrays))
+                if arrays is not None:  # compressed at once: the raw arrays of one chunk at a time
+                    loaded.append(StoredChunk(fields, arrays, arrival=0))
                     total += fields.length
+                del arrays
                 if time.monotonic() - last_report > PROGRESS_S:
                     log.info("replay: loaded %d/%d chunks from %s", i + 1, len(new),
                              self.directory)
                     last_report = time.monotonic()
-            for fields, arrays in reversed(loaded):  # arrival order: oldest first
-                self._stored.append(StoredChunk(fields, arrays, self._arrived))
-                self._arrived += fields.length
-                self._held += fields.length
+            for chunk in reversed(loaded):  # arrival order: oldest first
+                chunk.arrival = self._arrived
+                self._stored.append(chunk)
+                self._arrived += chunk.length
+                self._held += chunk.length
             added = total
             if self._spec is None and self._stored:
                 added -= self._settle_spec()

@@ -255,6 +255,31 @@ def test_capacity_keeps_the_newest_and_refresh_skips_known_files(tmp_path):
     assert sorted(reader.streams) == sorted([stream, other])
 
 
+def test_a_load_holds_the_raw_arrays_of_one_chunk_at_a_time(tmp_path):
+    """Each chunk is compressed as it is read: the load's peak of allocations stays near what the store
+    holds plus one chunk, not the raw size of the whole replay (40 chunks of 64 still 64x64x3 frames:
+    31 MB raw)."""
+    import tracemalloc
+
+    chunks, steps = 40, 64
+    with Writer(tmp_path, "w", steps, 60.0) as writer:
+        for i in range(chunks * steps):
+            step = make_step(0, i)
+            step["image"] = np.zeros((64, 64, 3), np.uint8)
+            step["image"][0, 0, 0] = i % 256
+            writer.add(step)
+    raw = chunks * steps * 64 * 64 * 3
+    tracemalloc.start()
+    try:
+        reader = Reader(tmp_path, capacity=100_000, prefetch=0, batch=2, length=8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert reader.num_steps == chunks * steps and reader.nbytes < raw / 20
+    assert peak < raw / 5, (peak, raw)  # before: every raw chunk until the last was read
+    assert reader.sample()["image"].shape == (2, 8, 64, 64, 3)
+
+
 def test_sequences_never_bridge_a_missing_chunk(tmp_path):
     write_steps(tmp_path, "w", 0, 80, episode=1000)  # five chunks of 16
     middle = sorted(tmp_path.glob("*.npz"), key=lambda p: ChunkName.parse(p.name).seq)[2]
