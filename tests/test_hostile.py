@@ -950,3 +950,50 @@ def test_an_env_that_fails_mid_episode_is_one_line_and_its_traceback_a_file(tmp_
                         ("lines", lines[0])):
         record_property(name, value)
     assert len(steps["is_first"]) == 50 and steps["is_first"][0]  # the reset's and steps 1-49
+
+
+SLOW_FSYNC = '''
+import os, time
+_fsync, _under, _delay = os.fsync, os.environ["SLOW_FSYNC_UNDER"], float(os.environ["SLOW_FSYNC_S"])
+def fsync(fd):
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        path = ""
+    if path.startswith(_under):
+        time.sleep(_delay)
+    return _fsync(fd)
+os.fsync = fsync
+'''
+
+
+def test_a_learner_on_a_disk_whose_fsyncs_take_a_second_trains_on_and_says_so(base, tmp_path, record_property):
+    """Every fsync under the logdir takes 1 s (a slow share, a USB disk; Python's os.fsync slowed in the
+    learner by a sitecustomize): publishes, checkpoints and heartbeats are written beside training, a
+    publish due while the last is still going is skipped, one line says which write took how long,
+    and the run ends with its final version and checkpoint at the updates asked."""
+    import re
+
+    copy_replay(base, tmp_path)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(SLOW_FSYNC)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", SLOW_FSYNC_UNDER=str(tmp_path.resolve()), SLOW_FSYNC_S="1",
+               PYTHONPATH=os.pathsep.join([str(shim), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    result = subprocess.run(
+        [sys.executable, "-m", "dreamer_live.learner", "--logdir", str(tmp_path), *QUIET, "--run.steps", "300",
+         "--run.train_ratio", "0", "--run.publish_every", "0.2", "--run.checkpoint_every", "0.02",
+         "--run.log_every", "0.5"], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = [line for line in result.stdout.splitlines() if "(a slow disk?)" in line]
+    record_property("lines", said[0] if said else "")  # bench/faults.py's table
+    assert len(said) == 1 and re.fullmatch(r"learner: writing \w+ to .* took [0-9.]+ s \(a slow disk\?\); "
+                                           r"training goes on, and a write due while the last is going is "
+                                           r"skipped", said[0]), result.stdout
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in lines if "learner/writes_skipped" in r][-1]
+    assert last["learner/writes_skipped"] > 0 and last["learner/slowest_write_s"] >= 1.9, last
+    meta = json.loads((tmp_path / "checkpoint" / "meta.json").read_text())
+    pointer = json.loads((tmp_path / "params" / "latest.json").read_text())
+    assert meta["updates"] == 300 and pointer["step"] == 300 and meta["version"] == pointer["version"]
+    assert "stopped (run.steps reached) at 300 updates" in result.stdout + result.stderr

@@ -12,6 +12,7 @@ cli.setup_jax sets XLA's flags before JAX starts its threads.
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import threading
@@ -24,6 +25,7 @@ from dreamer_live.compiles import CompileWatch
 from dreamer_live.envs import spaces_of_run, tick_hz
 from dreamer_live.errors import UserError
 from dreamer_live.learner.checkpoint import Checkpointer
+from dreamer_live.learner.writes import Writes
 from dreamer_live.metrics import Logger
 from dreamer_live.process import RoleLock, StopFlag, learner_threads, share_cpu
 
@@ -47,6 +49,8 @@ class Learner:
         self.meta: dict = {}
         self._video_thread: threading.Thread | None = None
         self._refused: set[str] = set()  # what the disk refuses now (publish, heartbeat): said once
+        self._writes = Writes(self.logger.message)  # publishes, checkpoints, heartbeats while training
+        self.version = 0  # the newest parameter version published
 
     def run(self) -> int:
         """Train until run.steps, a stop signal or a dead launcher; checkpoint and publish on exit."""
@@ -91,11 +95,11 @@ class Learner:
             if run.steps and self.updates >= run.steps:
                 self.logger.message(f"learner: already at {self.updates} >= run.steps updates")
                 return 0
-            version = self._publish(publisher, agent, state, 0)
+            self.version = self._publish(publisher, agent, state, 0)
             self._compile(agent, state, found[0])
             if not self._prefill(reader, publisher):
                 return 0
-            self._train(agent, state, reader, publisher, checkpointer, version)
+            self._train(agent, state, reader, publisher, checkpointer)
         finally:
             reader.close()
             self.stop.event.set()
@@ -144,7 +148,7 @@ class Learner:
             self.stop.wait(1.0)
         return False
 
-    def _train(self, agent, state, reader, publisher, checkpointer, version):
+    def _train(self, agent, state, reader, publisher, checkpointer):
         import jax
 
 
@@ -191,27 +195,35 @@ class Learner:
                     window["updates"] += 1
                     window["metrics"].append(metrics)
                 now = time.monotonic()
+                # Written on threads of their own (learner/writes.py): a slow disk never holds training.
+                # (partial binds this moment's state and counts: the loop moves on at once)
                 if now - last["publish"] >= run.publish_every:
-                    version = self._publish(publisher, agent, state, version)
+                    self._writes.submit("parameters", self.logdir / "params", functools.partial(
+                        self._on_disk, "publish", "parameters", publisher.publish,
+                        agent.policy_params(state), self.updates), self._published)
                     last["publish"] = now
                 if now - last["checkpoint"] >= run.checkpoint_every * 60:
-                    self._checkpoint(checkpointer, state, env_steps, version)
+                    self._writes.submit("checkpoint", checkpointer.directory, functools.partial(
+                        self._checkpoint, checkpointer, state, env_steps, self.version, self.updates))
                     last["checkpoint"] = now
                 if run.video_every and now - last["video"] >= run.video_every * 60:
                     self._video(agent, state, reader)
                     last["video"] = now
                 if now - last["log"] >= run.log_every:
-                    self._log(window, reader, env_steps, version, batch_steps)
-                    self._on_disk("heartbeat", "the heartbeat", publisher.heartbeat, self.updates)
+                    self._log(window, reader, env_steps, batch_steps)
+                    self._writes.submit("heartbeat", self.logdir / "params", functools.partial(
+                        self._on_disk, "heartbeat", "the heartbeat", publisher.heartbeat, self.updates))
                     last["log"] = now
         except KeyboardInterrupt:
             self.stop.set("interrupted")
         if self._video_thread is not None:
             self._video_thread.join(timeout=60)
+        self._writes.wait()
         reason = self.stop.reason or "run.steps reached"
         if window["updates"]:
-            self._log(window, reader, env_steps, version, batch_steps)
-        last, version = version, self._publish(publisher, agent, state, version)
+            self._log(window, reader, env_steps, batch_steps)
+        last = version = self.version
+        version = self.version = self._publish(publisher, agent, state, version)
         saved = self._checkpoint(checkpointer, state, env_steps, version)
         # only a version and a checkpoint this exit wrote: an older one may be gone with its folder
         published = f"published v{version}" if version != last else "parameters not published"
@@ -233,19 +245,24 @@ class Learner:
                 f"or infinity; learner.max_skipped) at {self.updates} updates; none was published "
                 "or checkpointed: lower agent.opt.lr or check the replay, then resume")
 
-    def _checkpoint(self, checkpointer, state, env_steps, version) -> bool:
-        """Save a checkpoint; one the disk refuses (full) is skipped with one line, the older kept.
-        Whether it was saved."""
-        self.meta.update(updates=self.updates, env_steps=int(env_steps), version=int(version))
+    def _checkpoint(self, checkpointer, state, env_steps, version, updates: int | None = None) -> bool:
+        """Save a checkpoint of `state` after `updates` (default: now's); one the disk refuses (full)
+        is skipped with one line, the older kept. Whether it was saved."""
+        updates = self.updates if updates is None else updates
+        self.meta = {**self.meta, "updates": updates, "env_steps": int(env_steps), "version": int(version)}
         try:
             checkpointer.save(state, self.meta)
             return True
         except OSError as e:
             self.logger.message(
-                f"learner: checkpoint at {self.updates} updates skipped, cannot write "
+                f"learner: checkpoint at {updates} updates skipped, cannot write "
                 f"{checkpointer.directory} ({e.strerror or e}); keeping {checkpointer.describe()}; "
                 "going on")
             return False
+
+    def _published(self, version: int | None) -> None:
+        if version is not None:
+            self.version = version
 
     def _publish(self, publisher, agent, state, version: int) -> int:
         """Publish the policy; the new version, or `version` when the disk refuses it."""
@@ -291,7 +308,7 @@ class Learner:
         self._video_thread = threading.Thread(target=draw, name="video", daemon=True)
         self._video_thread.start()
 
-    def _log(self, window, reader, env_steps, version, batch_steps) -> None:
+    def _log(self, window, reader, env_steps, batch_steps) -> None:
         import jax
 
         from dreamer_live.agent import Agent
@@ -310,7 +327,9 @@ class Learner:
             "learner/updates_per_s_run": (self.updates - self.started) / max(1e-9, now - self.training_since),
             "learner/ratio_wait_frac": window["waited"] / max(1e-9, now - window["start"]),
             "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
-            "learner/policy_version": version, "learner/skipped_updates": self.skipped,
+            "learner/policy_version": self.version, "learner/skipped_updates": self.skipped,
+            "learner/writes_skipped": float(sum(self._writes.skipped.values())),
+            "learner/slowest_write_s": max(self._writes.slowest.values(), default=0.0),
             # 1 in a healthy process: more is a recompile of the step (a GPU learner's minute)
             "learner/train_compiles": self.watch.count(Agent._train_impl),
             "replay/steps": env_steps,
@@ -324,8 +343,9 @@ class Learner:
         target = f"/{self.config.run.steps}" if self.config.run.steps else ""
         self.logger.status(
             f"learner | {self.updates}{target} updates | {rate:.2f} upd/s | ratio "
-            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{version} | {loss}"
-            + (f" | {window['skipped']} skipped (non-finite)" if window["skipped"] else ""))
+            f"{metrics['learner/train_ratio']:.1f} | replay {env_steps} | v{self.version} | {loss}"
+            + (f" | {window['skipped']} skipped (non-finite)" if window["skipped"] else "")
+            + (f" | {slow}" if (slow := self._writes.slow()) else ""))
         window.update(updates=0, start=now, metrics=[], waited=0.0, skipped=0)
 
 
