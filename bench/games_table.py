@@ -330,7 +330,7 @@ def print_markdown(table: list[dict], seeds) -> None:
               + f" | {half} | {'-' if verdict is None else ('yes' if verdict else 'no')} |")
 
 
-def draw(data: dict, games, obs_kinds, seeds, path: pathlib.Path) -> None:
+def draw(data: dict, games, obs_kinds, seeds, budget: int, path: pathlib.Path) -> None:
     """Learning curves (last-WINDOW mean against updates), one panel per game; random and scripted lines."""
     import matplotlib
     matplotlib.use("Agg")
@@ -357,6 +357,7 @@ def draw(data: dict, games, obs_kinds, seeds, path: pathlib.Path) -> None:
             if values:
                 ax.axhline(np.mean(values), color=color, linewidth=0.8, linestyle=":", label=name)
         ax.set_title(game)
+        ax.set_xlim(0, budget)
         ax.set_xlabel("learner updates")
         ax.set_ylabel(f"return (last {WINDOW})")
         ax.legend(fontsize=6)
@@ -423,7 +424,7 @@ def main(argv: list[str]) -> int:
     if args.markdown:
         print()
         print_markdown(table, args.seeds)
-    draw(data, args.games, args.obs, args.seeds, args.figure)
+    draw(data, args.games, args.obs, args.seeds, budget, args.figure)
     return code
 
 
