@@ -30,6 +30,7 @@ from dreamer_live.metrics import Logger
 from dreamer_live.process import RoleLock, StopFlag, learner_threads, share_cpu
 
 LOCK = "learner.lock"  # in the logdir: the running learner (pid and host; empty once it stopped cleanly)
+WRITES_WAIT_S = 120.0  # the exit waits this long for the writes going before its own
 
 
 class Learner:
@@ -50,6 +51,7 @@ class Learner:
         self._video_thread: threading.Thread | None = None
         self._refused: set[str] = set()  # what the disk refuses now (publish, heartbeat): said once
         self._writes = Writes(self.logger.message)  # publishes, checkpoints, heartbeats while training
+        self._publishing = threading.Lock()  # a publish and a heartbeat never at once (one transport)
         self.version = 0  # the newest parameter version published
 
     def run(self) -> int:
@@ -199,7 +201,7 @@ class Learner:
                 # (partial binds this moment's state and counts: the loop moves on at once)
                 if now - last["publish"] >= run.publish_every:
                     self._writes.submit("parameters", self.logdir / "params", functools.partial(
-                        self._on_disk, "publish", "parameters", publisher.publish,
+                        self._on_disk, "publish", "parameters", self._one_at_a_time(publisher.publish),
                         agent.policy_params(state), self.updates), self._published)
                     last["publish"] = now
                 if now - last["checkpoint"] >= run.checkpoint_every * 60:
@@ -212,13 +214,14 @@ class Learner:
                 if now - last["log"] >= run.log_every:
                     self._log(window, reader, env_steps, batch_steps)
                     self._writes.submit("heartbeat", self.logdir / "params", functools.partial(
-                        self._on_disk, "heartbeat", "the heartbeat", publisher.heartbeat, self.updates))
+                        self._on_disk, "heartbeat", "the heartbeat", self._one_at_a_time(publisher.heartbeat),
+                        self.updates))
                     last["log"] = now
         except KeyboardInterrupt:
             self.stop.set("interrupted")
         if self._video_thread is not None:
             self._video_thread.join(timeout=60)
-        self._writes.wait()
+        self._writes.wait(WRITES_WAIT_S)
         reason = self.stop.reason or "run.steps reached"
         if window["updates"]:
             self._log(window, reader, env_steps, batch_steps)
@@ -259,6 +262,13 @@ class Learner:
                 f"{checkpointer.directory} ({e.strerror or e}); keeping {checkpointer.describe()}; "
                 "going on")
             return False
+
+    def _one_at_a_time(self, call):
+        """`call` under the publisher's lock (its transport's state is shared by both kinds)."""
+        def locked(*args):
+            with self._publishing:
+                return call(*args)
+        return locked
 
     def _published(self, version: int | None) -> None:
         if version is not None:

@@ -47,10 +47,13 @@ class Writes:
         thread.start()
         return True
 
-    def wait(self) -> None:
-        """Until every write started has ended (before the exit's own writes)."""
-        for thread in list(self._going.values()):
-            thread.join()
+    def wait(self, timeout: float) -> None:
+        """Until every write started has ended, at most `timeout` s (said in one line if not)."""
+        deadline = time.monotonic() + timeout
+        for kind, thread in list(self._going.items()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                self.say(f"learner: writing {kind} still going after {timeout:.0f} s; going on without it")
 
     def slow(self) -> str:
         """'slow disk: checkpoint 12 s, publish 6 s (3 skipped)' once a write took SLOW_S; else ''."""
