@@ -182,6 +182,8 @@ def main(argv: list[str]) -> int:
     print("returns, mean per 10 episodes:", [round(float(np.mean(returns[i:i + 10])), 2)
                                              for i in range(0, len(returns), 10)])
     env.close()
+    if episodes_out:
+        episodes_out.close()
     return 0
 
 

@@ -196,12 +196,11 @@ def run_all(args, data: dict, data_path: pathlib.Path, meta: dict) -> int:
                     tail = run.log_path.read_text().splitlines()[-5:]
                     print(f"FAILED {run.key} (exit {run.proc.returncode}):\n  " + "\n  ".join(tail), flush=True)
                     continue
-                store(data_path, data, "runs", run.key, {**run.record(), **meta})
-                episodes = data["runs"][run.key]["episodes"]
-                tail = [e[2] for e in episodes[-WINDOW:]]
-                print(f"finished {run.key}: {len(episodes)} episodes, last {len(tail)} mean "
-                      f"{np.mean(tail) if tail else float('nan'):.2f}, {run.record()['wall_s']:.0f} s",
-                      flush=True)
+                entry = {**run.record(), **meta}
+                store(data_path, data, "runs", run.key, entry)
+                tail = [e[2] for e in entry["episodes"][-WINDOW:]]
+                print(f"finished {run.key}: {len(entry['episodes'])} episodes, last {len(tail)} mean "
+                      f"{np.mean(tail) if tail else float('nan'):.2f}, {entry['wall_s']:.0f} s", flush=True)
             if running and time.monotonic() - last_report > args.report_every:
                 last_report = time.monotonic()
                 for run in running:

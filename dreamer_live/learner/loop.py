@@ -158,6 +158,7 @@ class Learner:
         latents = transport.latent_store(config)  # replay context: starts empty, also on resume
         key = jax.random.PRNGKey(config.seed + 1 + self.updates)
         batch_steps = config.batch_size * config.batch_length
+        publish, heartbeat = self._one_at_a_time(publisher.publish), self._one_at_a_time(publisher.heartbeat)
         now = time.monotonic()
         last = {"publish": now, "checkpoint": now, "video": now, "log": now, "refresh": now}
         window = {"updates": 0, "start": now, "metrics": [], "waited": 0.0, "skipped": 0}
@@ -201,8 +202,8 @@ class Learner:
                 # (partial binds this moment's state and counts: the loop moves on at once)
                 if now - last["publish"] >= run.publish_every:
                     self._writes.submit("parameters", self.logdir / "params", functools.partial(
-                        self._on_disk, "publish", "parameters", self._one_at_a_time(publisher.publish),
-                        agent.policy_params(state), self.updates), self._published)
+                        self._on_disk, "publish", "parameters", publish, agent.policy_params(state),
+                        self.updates), self._published)
                     last["publish"] = now
                 if now - last["checkpoint"] >= run.checkpoint_every * 60:
                     self._writes.submit("checkpoint", checkpointer.directory, functools.partial(
@@ -214,8 +215,7 @@ class Learner:
                 if now - last["log"] >= run.log_every:
                     self._log(window, reader, env_steps, batch_steps)
                     self._writes.submit("heartbeat", self.logdir / "params", functools.partial(
-                        self._on_disk, "heartbeat", "the heartbeat", self._one_at_a_time(publisher.heartbeat),
-                        self.updates))
+                        self._on_disk, "heartbeat", "the heartbeat", heartbeat, self.updates))
                     last["log"] = now
         except KeyboardInterrupt:
             self.stop.set("interrupted")
@@ -225,8 +225,8 @@ class Learner:
         reason = self.stop.reason or "run.steps reached"
         if window["updates"]:
             self._log(window, reader, env_steps, batch_steps)
-        last = version = self.version
-        version = self.version = self._publish(publisher, agent, state, version)
+        last = self.version
+        version = self.version = self._publish(publisher, agent, state, last)
         saved = self._checkpoint(checkpointer, state, env_steps, version)
         # only a version and a checkpoint this exit wrote: an older one may be gone with its folder
         published = f"published v{version}" if version != last else "parameters not published"
@@ -339,7 +339,7 @@ class Learner:
             "learner/train_ratio": self.updates * batch_steps / max(1, env_steps),
             "learner/policy_version": self.version, "learner/skipped_updates": self.skipped,
             "learner/writes_skipped": float(sum(self._writes.skipped.values())),
-            "learner/slowest_write_s": max(self._writes.slowest.values(), default=0.0),
+            "learner/slowest_write_s": self._writes.slowest_s(),
             # 1 in a healthy process: more is a recompile of the step (a GPU learner's minute)
             "learner/train_compiles": self.watch.count(Agent._train_impl),
             "replay/steps": env_steps,

@@ -55,10 +55,15 @@ class Writes:
             if thread.is_alive():
                 self.say(f"learner: writing {kind} still going after {timeout:.0f} s; going on without it")
 
+    def slowest_s(self) -> float:
+        """Seconds of the slowest write of SLOW_S or more so far; 0 if none."""
+        return max(dict(self.slowest).values(), default=0.0)  # a copy: the writers add to it
+
     def slow(self) -> str:
         """'slow disk: checkpoint 12 s, publish 6 s (3 skipped)' once a write took SLOW_S; else ''."""
-        if not self.slowest:
+        slowest = dict(self.slowest)  # a copy: the writers add to it
+        if not slowest:
             return ""
-        parts = [f"{kind} {s:.0f} s" for kind, s in sorted(self.slowest.items(), key=lambda x: -x[1])]
+        parts = [f"{kind} {s:.0f} s" for kind, s in sorted(slowest.items(), key=lambda x: -x[1])]
         skipped = sum(self.skipped.values())
         return "slow disk: " + ", ".join(parts) + (f" ({skipped} skipped)" if skipped else "")
