@@ -69,6 +69,9 @@ CASES = [  # (issue item, fault, tests)
      [L + "test_a_window_not_wholly_on_the_screen_is_cut_like_a_gone_one_in_one_line"]),
     ("77.2", "every fsync under the learner's logdir takes 1 s (os.fsync slowed in the learner)",
      [H + "test_a_learner_on_a_disk_whose_fsyncs_take_a_second_trains_on_and_says_so"]),
+    ("77.3", "the private Ray cluster's head (its GCS process) SIGKILLed under a run with a Ray actor "
+     "and one joined by hand", ["tests/transport/test_ray.py::"
+                                "test_the_clusters_head_killed_ends_the_run_in_one_line_with_every_step_kept"]),
     ("77.1", "a second player (`check`, as a second actor or `record` would) on the game window an env plays",
      [L + "test_a_second_player_on_a_played_window_is_refused_in_one_line"]),
 ]

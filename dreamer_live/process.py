@@ -178,6 +178,58 @@ class RoleLock:
                 self._fd = None
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first, then ppid); None when gone."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (Ray's system processes and workers included)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit() and (fields := stat_fields(int(entry))):
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def start_times(pids: set[int]) -> dict[int, str]:
+    """Each live one of `pids` with its start time (which tells it from a later process of its pid)."""
+    return {pid: fields[19] for pid in pids if (fields := stat_fields(pid)) and fields[0] != "Z"}
+
+
+def kill_leftovers(started: dict[int, str], grace_s: float = 2.0) -> list[str]:
+    """SIGKILL those of `started` (start_times) still alive after grace_s; return their names."""
+    deadline = time.monotonic() + grace_s
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    killed = []
+    for pid, start in started.items():
+        fields = stat_fields(pid)
+        if fields and fields[0] != "Z" and fields[19] == start:  # the same process, not a reused pid
+            try:
+                name = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(
+                    errors="replace")
+                os.kill(pid, signal.SIGKILL)
+                killed.append(name or str(pid))
+            except OSError:
+                pass
+    return killed
+
+
 def waiting_jobs() -> int:
     """Jobs to run at once when each waits on real time (games, child processes) about half its life:
     1.5 per core this process may use (the test suite's workers, the benches' smoke runs)."""

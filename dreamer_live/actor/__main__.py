@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from dreamer_live import cli
 
 
@@ -21,8 +23,21 @@ def main(argv: list[str] | None = None) -> int:
     where = raycluster.attach(config, args.logdir)  # a hand-started actor joining a running learner
     print(f"actor {config.actor.id}: joined the Ray cluster at {where}; Ctrl-C ships what it has "
           "and leaves", flush=True)
+    from dreamer_live.process import StopFlag
+
+    stop = StopFlag("actor").install()
     try:
-        return run_actor(config, args.logdir)
+        with raycluster.stop_when_head_lost(config, stop):
+            code = run_actor(config, args.logdir, stop=stop)
+        if stop.reason != raycluster.HEAD_GONE:
+            return code
+        from dreamer_live.transport import raylink
+
+        waiting = raylink.steps_waiting(config, args.logdir, config.actor.id)
+        print(f"actor {config.actor.id}: the Ray cluster's head is gone: {waiting} steps wait in "
+              f"{raylink.outbox_dir(config, args.logdir, config.actor.id)}; start this actor again (the same --actor.id) once the run is back, and "
+              "it ships them", file=sys.stderr, flush=True)
+        return 1
     finally:
         import ray
 

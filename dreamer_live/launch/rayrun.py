@@ -10,7 +10,9 @@ actor.id + k. Ray restarts a process that dies (ray.max_restarts) and runs the l
 continues with a new replay stream, the learner from its checkpoint. Ctrl-C, SIGTERM or SIGHUP (the
 terminal closed) is said in one line and asks every loop to stop as a signal would (replay flushed,
 checkpoint written); another while they stop is said in one line and changes nothing; a loop that ends
-by itself stops the others, as in the two-process launcher.
+by itself stops the others, as in the two-process launcher. A cluster's head that stops answering
+(raycluster.HeadWatch) stops them the same way, before Ray's own processes give up on it and exit
+unsaved, and a last line says what was kept and how to resume.
 
 This module imports neither Ray nor JAX at the top: the learner lowers its priority before JAX starts.
 """
@@ -32,7 +34,8 @@ from dreamer_live.errors import RunFailure, UserError
 from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status
 from dreamer_live.learner.loop import run_learner
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
-from dreamer_live.process import StopFlag, say
+from dreamer_live.process import StopFlag, descendants, kill_leftovers, say, start_times
+from dreamer_live.replay.chunk import list_chunks
 from dreamer_live.transport import raycluster, silent_after_s
 
 RESTOP_S = 1.0  # while stopping, loops still running are asked again this often
@@ -131,6 +134,7 @@ class RayRun:
         self.signals: list[str] = []  # in order of arrival: two in one poll are answered one by one
         self.stopping, self.reason, self.asked = False, "", 0.0
         self.workers: dict = {}
+        self.head_lost = False  # the cluster's head stopped answering (raycluster.HeadWatch)
 
     def start(self) -> None:
         """A private local cluster, or the running one joined, with the Hub and the learner on this
@@ -184,8 +188,19 @@ class RayRun:
         tty = sys.stdout.isatty()
         last_draw, failure, answered, deadline = 0.0, 0, 0, float("inf")
         said_waiting = False
+        head = raycluster.HeadWatch(self.config)
         while runs and time.monotonic() < deadline:
             done, _ = ray.wait(list(runs), num_returns=1, timeout=0.2)
+            if not self.head_lost and head.lost():
+                # the loops' processes live on until Ray's own give up on the head: stop them now,
+                # while each can still save what it holds
+                self.head_lost = True
+                say(f"\nrun: the Ray cluster's head (its GCS at {head.where}) has not answered for "
+                    f"{head.lost_after:g} s; stopping {' and '.join(runs.values())} (each saves "
+                    "before it exits)", error=True)
+                self._stop_all(raycluster.HEAD_GONE)
+                deadline = min(deadline, time.monotonic() + max(
+                    5.0, raycluster.RAY_HEAD_WAIT_S - head.lost_after - 5.0))
             for name in self.signals[answered:]:
                 # as the two-process launcher: the first is forwarded, a later one said once and
                 # forwarded no further (it would cut the loops' saving short)
@@ -223,7 +238,25 @@ class RayRun:
             failure = failure or 1
         status.update(tail.read())
         say(f"\nrun: done; {status.line(final=True)}; logdir {self.logdir}")
+        if self.head_lost:
+            say(self.resume_line(bool(runs)), error=True)
+            failure = failure or 1
         return failure
+
+    def resume_line(self, cut_short: bool) -> str:
+        """What a lost head left: the steps kept, where the unshipped ones wait, how to go on."""
+        from dreamer_live.transport import raylink  # imports Ray
+
+        kept = sum(name.length for name in list_chunks(self.logdir / "replay").values())
+        waiting = sum(raylink.steps_waiting(self.config, self.logdir, self.config.actor.id + k)
+                      for k in range(self.config.ray.actors))
+        lost = ("; a loop that did not stop in time lost what it held in memory (an actor: its "
+                "partial chunk)" if cut_short else "")
+        back = ("run the same command again" if self.config.ray.address == "local" else
+                "start the cluster's head again (ray start --head), then the same command")
+        return (f"run: the Ray cluster's head is gone: {self.logdir / 'replay'} keeps {kept} steps, "
+                f"{waiting} more wait in the actors' outboxes on this machine (shipped when the run "
+                f"goes on){lost}. To resume (the learner from its checkpoint): {back}")
 
     def _result(self, ray, ref, name: str) -> int:
         try:
@@ -250,7 +283,13 @@ class RayRun:
         run go with the connection)."""
         ray = sys.modules.get("ray")
         if ray is not None and ray.is_initialized():
+            # a private cluster's agents outlive a head that died first: end what the run started
+            started = (start_times(descendants(os.getpid()))
+                       if self.config.ray.address == "local" else {})
             ray.shutdown()
+            if left := kill_leftovers(started):
+                say(f"run: ended {len(left)} processes the private Ray cluster left behind "
+                    f"({', '.join(sorted(set(left)))})", error=True)
 
 
 def launch(config, logdir: pathlib.Path) -> int:

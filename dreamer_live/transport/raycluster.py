@@ -4,15 +4,21 @@ on). Ray is imported inside the functions: without the extra, --ray.address gets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import socket
+import threading
+import time
 
 from dreamer_live import transport
 from dreamer_live.errors import UserError
 
 AUTH_ENV = "RAY_AUTH_MODE"  # token: send this machine's Ray token (Ray never does for an address given)
 JOIN_TIMEOUT_S = 5.0  # to reach a cluster's head before joining it
+HEAD_GONE = "the Ray cluster's head is gone"  # the stop reason a loop gives when HeadWatch says so
+# Ray's own processes wait this long for a lost head (its GCS), then exit at once, without saving
+RAY_HEAD_WAIT_S = 60.0
 # Set before Ray is imported, inherited by every process of the cluster: node addresses are the loopback
 # one (Ray's own mode for one-machine clusters on Windows and macOS), and no usage report.
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
@@ -107,3 +113,48 @@ def attach(config, logdir: pathlib.Path) -> str:
         print(f"actor {config.actor.id}: no learner on the Ray cluster at {where} yet; playing on, "
               "its chunks wait in the outbox until one starts", flush=True)
     return where
+
+
+class HeadWatch:
+    """Whether the connected cluster's head still answers: a TCP connection to its GCS, tried at most
+    once a second; lost once none has been taken for ray.head_lost_s seconds."""
+
+    def __init__(self, config):
+        import ray
+
+        self.where = ray.get_runtime_context().gcs_address
+        host, _, port = self.where.rpartition(":")
+        self.address, self.lost_after = (host, int(port)), config.ray.head_lost_s
+        self.answered = self.checked = time.monotonic()
+
+    def lost(self) -> bool:
+        """Whether the head has not answered for lost_after seconds."""
+        now = time.monotonic()
+        if now - self.checked >= 1.0:
+            self.checked = now
+            try:
+                socket.create_connection(self.address, timeout=1.0).close()
+                self.answered = time.monotonic()
+            except OSError:
+                pass
+        return time.monotonic() - self.answered >= self.lost_after
+
+
+@contextlib.contextmanager
+def stop_when_head_lost(config, stop):
+    """Within: a thread that asks `stop` (a StopFlag) to end the loop (reason HEAD_GONE) once the
+    connected cluster's head is lost, so that the loop saves what it holds while Ray's own processes
+    still wait for the head."""
+    watch, done = HeadWatch(config), threading.Event()
+
+    def run() -> None:
+        while not done.wait(1.0) and not stop.event.is_set():
+            if watch.lost():
+                stop.set(HEAD_GONE)
+
+    thread = threading.Thread(target=run, name="head-watch", daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        done.set()

@@ -373,6 +373,11 @@ def outbox_dir(config, logdir: pathlib.Path, writer_id: int | str) -> pathlib.Pa
     return cache_dir() / "outbox" / run / f"actor{writer_id}"
 
 
+def steps_waiting(config, logdir: pathlib.Path, writer_id: int | str) -> int:
+    """The steps of the chunks waiting in an actor's outbox on this machine (outbox_dir)."""
+    return sum(name.length for name in list_chunks(outbox_dir(config, logdir, writer_id)).values())
+
+
 class Link:
     """The Ray ends of one process (transport.use_ray), all reaching the Hub by its name."""
 

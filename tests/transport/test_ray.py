@@ -249,6 +249,86 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
 
 
+def outbox_steps(outbox, writer_id) -> int:
+    """The steps of the chunks waiting in one actor's outbox."""
+    return sum(name.length for name in list_chunks(outbox / f"actor{writer_id}").values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_clusters_head_killed_ends_the_run_in_one_line_with_every_step_kept(tmp_path,
+                                                                              record_property):
+    """SIGKILL of the private cluster's head (its GCS process) under a run with one Ray actor and one
+    joined by hand: after ray.head_lost_s (Ray's own processes would wait 60 s and then exit unsaved)
+    the run says so in one line, every loop stops and saves as on Ctrl-C (each actor's steps all in
+    DIR/replay or its outbox, a checkpoint), a last line says what was kept and how to resume, both
+    commands exit 1, and no process of the run is left (Ray's agents, which outlive a dead head,
+    included)."""
+    logdir, outbox, elsewhere = tmp_path / "run", tmp_path / "outbox", tmp_path / "elsewhere"
+    common = ("--actor.param_interval", "1", "--replay.chunk_seconds", "1", "--ray.outbox",
+              str(outbox), "--ray.head_lost_s", "2")
+    run, out, text = start(tmp_path, "run", "run", "--logdir", str(logdir), "--run.video_every", "0",
+                           "--learner.nice", "0", "--ray.address", "local", "--ray.actors", "1",
+                           *common)
+    joined, seen = None, set()
+
+    def running(what, predicate, timeout):
+        def check():
+            seen.update(descendants(run.pid))
+            if run.poll() is not None:
+                pytest.fail(f"{what}: the run exited with {run.returncode}:\n{text()[-4000:]}")
+            return predicate()
+        return poll(what, check, timeout, interval=0.5)
+
+    try:
+        address = running("the run's join hint", lambda: re.search(
+            r"--ray\.address (127\.0\.0\.1:\d+) ", text()), 60).group(1)
+        joined, joined_out, joined_text = start(
+            tmp_path, "joined", "actor", "--logdir", str(elsewhere), "--ray.address", address,
+            "--actor.id", "5", *common, RAY_AUTH_MODE="token")
+        running("both actors ticking", lambda: {r["actor/id"] for r in ticks(logdir)} >= {0, 5}, 100)
+        running("the learner training", lambda: [
+            r for r in metricslib.read_lines(logdir / "metrics.jsonl", "learner")
+            if r.get("learner/updates_per_s")], 60)
+        gcs = [pid for pid in descendants(run.pid)
+               if b"gcs_server" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(gcs) == 1, gcs
+        os.kill(gcs[0], signal.SIGKILL)
+        code, joined_code = run.wait(timeout=50), joined.wait(timeout=30)
+    finally:
+        if joined is not None:
+            stop(joined, joined_out)
+        stop(run, out)
+    log, joined_log = text(), joined_text()
+    assert (code, joined_code) == (1, 1), log[-4000:] + joined_log[-2000:]
+    said = re.search(rf"^run: the Ray cluster's head \(its GCS at {address}\) has not answered for "
+                     r"2 s; stopping (learner|actor 0) and (learner|actor 0) \(each saves before it "
+                     r"exits\)$", log, re.M)
+    assert said, log[-4000:]
+    assert "learner: stopped (the Ray cluster's head is gone) at" in log
+    assert list((logdir / "checkpoint").glob("state_*.msgpack"))
+    kept, played = replay_steps(logdir), {}
+    for writer, out_log in (("0", log), ("5", joined_log)):
+        summary = re.search(rf"^actor {writer}: stopped \(the Ray cluster's head is gone\) after "
+                            r"(\d+) steps, .*; replay flushed", out_log, re.M)
+        assert summary, out_log[-3000:]
+        played[writer] = int(summary.group(1))
+        assert kept.get(writer, 0) + outbox_steps(outbox, writer) == played[writer] > 0
+    resume = re.search(rf"^run: the Ray cluster's head is gone: {re.escape(str(logdir / 'replay'))} "
+                     rf"keeps {sum(kept.values())} steps, {outbox_steps(outbox, 0)} more wait in the "
+                     r"actors' outboxes on this machine \(shipped when the run goes on\)\. To resume "
+                     r"\(the learner from its checkpoint\): run the same command again$", log, re.M)
+    assert resume, log[-4000:]
+    record_property("steps_played", sum(played.values()))  # bench/faults.py's table
+    record_property("steps_kept", sum(kept.values()) + outbox_steps(outbox, 0) + outbox_steps(outbox, 5))
+    record_property("lines", said.group(0).strip())
+    record_property("lines", resume.group(0).strip())
+    assert re.search(rf"^actor 5: the Ray cluster's head is gone: {outbox_steps(outbox, 5)} steps "
+                     r"wait in .*; start this actor again \(the same --actor\.id\) once the run "
+                     r"is back", joined_log, re.M), joined_log[-3000:]
+    poll("every process of the run gone", lambda: not [p for p in seen if alive(p)], 30)
+
+
 @pytest.mark.parametrize("address, error", [
     ("local", r"actor: error: an actor joins a running learner's cluster: --ray\.address auto or "
               r"HOST:PORT \(local starts a private one, for python -m dreamer_live\.run\)"),
