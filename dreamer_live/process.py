@@ -102,11 +102,17 @@ def share_cpu(threads: int, nice: int, idle: bool) -> str:
 
     Must run before JAX is imported: XLA sizes its CPU thread pool from the cores this process may
     use, and its threads inherit the priority. idle: Linux's SCHED_IDLE, under which the learner runs
-    only on CPU time no normal process wants, so a waking actor always takes the core at once.
-    threads: 0 = every core, -1 = every core but core 0, N = at most N cores (core 0 last); see
-    learner_threads for the default.
+    only on CPU time no normal process wants, so a waking actor always takes the core at once
+    (Windows: the idle priority class). threads: 0 = every core, -1 = every core but core 0, N = at
+    most N cores (core 0 last); see learner_threads for the default.
     Returns a short description for the log.
     """
+    if sys.platform == "win32":
+        import psutil
+
+        return share_cpu_windows(psutil, threads, nice, idle)
+    # Linux's calls, not psutil's: priority and cores are per thread there, and psutil sets them on
+    # the process's main thread, while a Ray worker runs the learner on a thread of its own.
     notes = []
     if nice > 0 and hasattr(os, "nice"):
         try:
@@ -121,14 +127,45 @@ def share_cpu(threads: int, nice: int, idle: bool) -> str:
         except OSError:
             pass
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if threads and len(cores) > 1:
-        keep = len(cores) - 1 if threads < 0 else min(threads, len(cores))
-        chosen = (cores[1:] + cores[:1])[:keep]  # core 0 goes last: the actor keeps it
-        os.sched_setaffinity(0, chosen)
-        notes.append(f"cores {','.join(map(str, sorted(chosen)))} of {len(cores)}")
-    elif cores:
-        notes.append(f"all {len(cores)} cores")
+    if cores:
+        if chosen := fewer_cores(cores, threads):
+            os.sched_setaffinity(0, chosen)
+        notes.append(cores_note(cores, chosen))
     return ", ".join(notes) or "no CPU limits"
+
+
+def share_cpu_windows(psutil, threads: int, nice: int, idle: bool) -> str:
+    """share_cpu through psutil (given as an argument: the tests hand it a stand-in on Linux), where
+    priority and cores are the process's: the idle priority class for `idle`, below normal for a
+    nice > 0, the cores as on Linux."""
+    proc, notes = psutil.Process(), []
+    if idle or nice > 0:
+        level, name = ((psutil.IDLE_PRIORITY_CLASS, "idle priority class") if idle else
+                       (psutil.BELOW_NORMAL_PRIORITY_CLASS, "below-normal priority class"))
+        try:
+            proc.nice(level)
+            notes.append(name)
+        except psutil.Error:
+            pass
+    cores = sorted(proc.cpu_affinity())
+    if chosen := fewer_cores(cores, threads):
+        proc.cpu_affinity(chosen)
+    return ", ".join(notes + [cores_note(cores, chosen)])
+
+
+def fewer_cores(cores: list[int], threads: int) -> list[int]:
+    """The cores `threads` asks for out of `cores` (core 0 last: the actor keeps it); [] for all."""
+    if not threads or len(cores) < 2:
+        return []
+    keep = len(cores) - 1 if threads < 0 else min(threads, len(cores))
+    return (cores[1:] + cores[:1])[:keep]
+
+
+def cores_note(cores: list[int], chosen: list[int]) -> str:
+    """The log's words for the cores kept."""
+    if chosen:
+        return f"cores {','.join(map(str, sorted(chosen)))} of {len(cores)}"
+    return f"all {len(cores)} cores"
 
 
 class RoleLock:

@@ -20,7 +20,7 @@ t = threading.Thread(target=look); t.start(); t.join()
 print(json.dumps({"note": note, **seen}))
 """
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
+linux_only = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
 
 
 def probe(threads: int, nice: int, idle: bool) -> dict:
@@ -29,6 +29,7 @@ def probe(threads: int, nice: int, idle: bool) -> dict:
     return json.loads(out.stdout)
 
 
+@linux_only
 def test_default_manners_keep_every_core_at_idle_priority():
     cores = sorted(os.sched_getaffinity(0))
     got = probe(0, 10, True)
@@ -38,6 +39,7 @@ def test_default_manners_keep_every_core_at_idle_priority():
     assert "idle priority" in got["note"] and f"all {len(cores)} cores" in got["note"]
 
 
+@linux_only
 def test_one_core_leaves_core_0_to_the_actor():
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -54,3 +56,39 @@ def test_auto_threads_leave_core_0_to_a_fast_actor():
     assert learner_threads(0, ALL_CORES_MAX_HZ) == 0
     assert learner_threads(0, 60.0) == -1
     assert learner_threads(2, 60.0) == 2 and learner_threads(-1, 15.0) == -1
+
+
+class WindowsPsutil:
+    """Stand-in for psutil on Windows (its priority classes exist only there): records the calls."""
+
+    IDLE_PRIORITY_CLASS, BELOW_NORMAL_PRIORITY_CLASS = 0x40, 0x4000
+    Error = OSError
+
+    def __init__(self, cores):
+        self.cores, self.calls = cores, []
+
+    def Process(self):  # noqa: N802 (psutil's name)
+        return self
+
+    def nice(self, level):
+        self.calls.append(("nice", level))
+
+    def cpu_affinity(self, cores=None):
+        if cores is None:
+            return list(self.cores)
+        self.calls.append(("cpu_affinity", cores))
+
+
+@pytest.mark.parametrize("threads, nice, idle, calls, note", [
+    (0, 10, True, [("nice", 0x40)], "idle priority class, all 4 cores"),
+    (0, 10, False, [("nice", 0x4000)], "below-normal priority class, all 4 cores"),
+    (-1, 0, False, [("cpu_affinity", [1, 2, 3])], "cores 1,2,3 of 4"),
+    (2, 5, True, [("nice", 0x40), ("cpu_affinity", [1, 2])], "idle priority class, cores 1,2 of 4"),
+])
+def test_on_windows_the_learner_takes_a_lower_priority_class_and_fewer_cores_through_psutil(
+        threads, nice, idle, calls, note):
+    from dreamer_live.process import share_cpu_windows
+
+    psutil = WindowsPsutil([0, 1, 2, 3])
+    assert share_cpu_windows(psutil, threads, nice, idle) == note
+    assert psutil.calls == calls
