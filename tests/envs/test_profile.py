@@ -98,6 +98,55 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
     assert best.record and (best.pay(10, 14), best.pay(14, 12)) == (2.0, 0.0)  # `previous` is the best so far
 
 
+def test_a_profile_builds_on_its_base(tmp_path):
+    """`base:` merges the named profile under this one (bundled, or a file beside it): mappings key by
+    key, each memory value and each list whole, null removes a key; bases nest."""
+    (tmp_path / "mine.yaml").write_text(
+        "base: supertux\nwindow: {process: game.exe}\nlaunch: null\n"
+        "memory: {values: {x: {address: 0x1000, type: f32}}}\nreward: {x: 0.5}\n")
+    (tmp_path / "child.yaml").write_text("base: mine\nterminal: []\n")
+    linux, mine, child = (load_profile(p) for p in (
+        configlib.CONFIG_DIR / "games" / "supertux.yaml", tmp_path / "mine.yaml",
+        tmp_path / "child.yaml"))
+    assert (mine.title, mine.process, mine.launch) == (linux.title, "game.exe", ())
+    assert (mine.actions, mine.reset, mine.terminal) == (linux.actions, linux.reset, linux.terminal)
+    x = mine.values[0]
+    assert (x.address, x.module, x.offsets, x.type) == (0x1000, None, (), "f32")  # whole, not merged
+    assert [v.name for v in mine.values] == ["x", "y", "dying"] and mine.values[1] == linux.values[1]
+    assert mine.reward == (RewardTerm("x", 0.5),)
+    assert child.terminal == () and child.process == "game.exe" and child.path == tmp_path / "child.yaml"
+
+
+def test_the_windows_supertux_profile_is_the_linux_one_with_values_to_find():
+    """supertux_windows.yaml builds on supertux.yaml (the death condition included) and ships no
+    made-up chain: the env refuses it in one line naming the values and the command that finds them."""
+    from dreamer_live.envs.live import LiveEnv
+
+    games = configlib.CONFIG_DIR / "games"
+    windows, linux = load_profile(games / "supertux_windows.yaml"), load_profile(games / "supertux.yaml")
+    assert (windows.terminal, windows.reset, windows.actions) == (linux.terminal, linux.reset,
+                                                                 linux.actions)
+    assert windows.process == "supertux2.exe" and not windows.launch
+    assert not any(v.located for v in windows.values)
+    with pytest.raises(UserError, match=r"supertux_windows\.yaml: memory values x \(f32\), y \(f32\), "
+                       r"dying \(u8\) not found yet: find each with python -m dreamer_live\.memscan "
+                       r"--process supertux2\.exe --type TYPE"):
+        LiveEnv(windows)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("base: supertx\n", r"mine\.yaml: base: no profile 'supertx' beside it or bundled \(did you mean "
+                        r"'supertux'\?\); bundled: catcher_window, lbreakout2, supertux"),
+    ("base: [supertux]\n", r"mine\.yaml: base: expects a profile's name or path, got \['supertux'\]"),
+    ("base: mine\n", r"mine\.yaml: base: profiles that build on each other in a circle "
+                     r"\(mine\.yaml -> mine\.yaml\)"),
+])
+def test_a_wrong_base_is_one_line(tmp_path, text, message):
+    (tmp_path / "mine.yaml").write_text(text + "window: {title: T}\nactions: {idle: []}\n")
+    with pytest.raises(UserError, match=message):
+        load_profile(tmp_path / "mine.yaml")
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"windw": {}}, "game.yaml: windw: unknown key (did you mean 'window'?)"),
     ({"window": {"titel": "x"}}, "window.titel: unknown key (did you mean 'window.title'?)"),
@@ -109,7 +158,9 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
      "memory.values.x.tyep: unknown key (did you mean 'memory.values.x.type'?)"),
     ({"memory": {"values": {"x": {"module": "a", "type": "float"}}}},
      "memory.values.x.type: unknown type 'float'"),
-    ({"memory": {"values": {"x": {"type": "f32"}}}}, "memory.values.x: give either address"),
+    ({"memory": {"values": {"x": {"offsets": [8]}}}},
+     "memory.values.x: offset and offsets go with module"),
+    ({"base": "supertux"}, "base: is merged when the profile is read from its file"),
     ({"memory": {"values": {"x": {"address": 1, "module": "m"}}}}, "memory.values.x: give either"),
     ({"memory": {"values": {"x": {"module": "m", "offsets": ["zz"]}}}},
      "memory.values.x.offsets[0]: expects an integer or hex text"),

@@ -7,23 +7,10 @@ adds the shaping wrappers.
 
 from __future__ import annotations
 
-import pathlib
-
 from dreamer_live.config import CONFIG_DIR
 from dreamer_live.envs.live.env import LiveEnv, LiveOptions
-from dreamer_live.envs.live.profile import Profile, load_profile
+from dreamer_live.envs.live.profile import Profile, load_profile, profile_path
 from dreamer_live.errors import UserError
-
-
-def profile_path(name: str) -> pathlib.Path:
-    """A profile path as given, else relative to the package (the presets' configs/games/NAME.yaml),
-    else a name under CONFIG_DIR/games/."""
-    path = pathlib.Path(name).expanduser()
-    for candidate in (path, CONFIG_DIR.parent / path, CONFIG_DIR / "games" / path,
-                      CONFIG_DIR / "games" / f"{name}.yaml"):
-        if candidate.is_file():
-            return candidate
-    return path
 
 
 def make_live_env(config, inject_keys: bool = True) -> LiveEnv:

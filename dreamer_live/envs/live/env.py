@@ -103,6 +103,14 @@ class LiveEnv(Env):
             raise UserError(f"env.obs must be image, vector or both, not {obs!r}")
         if obs in ("vector", "both") and not profile.vector:
             raise UserError(f"env.obs {obs} needs obs.vector (memory value names) in {profile.path}")
+        if missing := [v for v in profile.values if not v.located]:
+            raise UserError(
+                f"{profile.path}: memory value{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(f'{v.name} ({v.type})' for v in missing)} not found yet: find each with "
+                f"python -m dreamer_live.memscan --process "
+                f"{profile.memory_process or profile.process or 'GAME'} --type TYPE "
+                "(docs/live-games.md, Find the memory values) and write its chain (module, offset, "
+                "offsets) into memory.values")
         self.profile, self.options = profile, options
         self.size, self.grayscale = (int(size[0]), int(size[1])), bool(grayscale)
         self.obs_space = {}

@@ -6,6 +6,7 @@ memory values to read (module + offset + pointer chain as Cheat Engine shows the
 address), how the reward is made from value changes, when an episode ends, and how to reset. Every
 mistake is a UserError of one line naming the key (and the nearest valid key for a typo).
 
+    base: supertux                   # optional: a profile this one builds on (profile_data merges)
     name: supertux
     window: {title: SuperTux, process: supertux2, region: null}
     launch: {command: [supertux2, --window, "{profile_dir}/level.stl"], startup_s: 20}
@@ -14,6 +15,7 @@ mistake is a UserError of one line naming the key (and the nearest valid key for
       values:
         x: {module: supertux2, offset: 0x2A4F30, offsets: [0x10, 0x1E8], type: f32, range: [0, 20000]}
         coins: {address: 0x55d0c2a4f3c0, type: i32}
+        lives: {type: u8}            # not found yet: the env refuses to start until it has a location
         ball_x: {module: game, offset: 0x4A340, offsets: [0x49A8, 0x8, 0x0, 0x10, 0x8], range: [-100, 700],
                  absent: -100, scale: 0.0015625}   # no ball: -100; in the state vector x / 640
     obs: {vector: [x]}               # memory values as the state vector (env.obs vector/both)
@@ -49,8 +51,8 @@ TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "
 # Episode-end / wait conditions: flags compare with the previous reading, thresholds with a number.
 CHANGE_OPS = ("increased", "decreased", "changed")
 LEVEL_OPS = ("above", "below", "equals")
-TOP_KEYS = ("name", "window", "launch", "actions", "memory", "obs", "reward", "terminal", "playing",
-            "reset")
+TOP_KEYS = ("base", "name", "window", "launch", "actions", "memory", "obs", "reward", "terminal",
+            "playing", "reset")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +75,16 @@ class ValueSpec:
         """Bytes the value occupies."""
         return struct.calcsize(TYPES[self.type])
 
+    @property
+    def located(self) -> bool:
+        """Whether the profile says where the value is (a value not found yet has neither address
+        nor module)."""
+        return self.address is not None or self.module is not None
+
     def describe(self) -> str:
         """Cheat Engine style: "game.exe"+1A2B -> [+10] -> [+1E8]."""
+        if not self.located:
+            return "not found yet"
         base = f'"{self.module}"+{self.offset:X}' if self.module else f"{self.address:X}"
         return base + "".join(f" -> [+{o:X}]" for o in self.offsets)
 
@@ -315,8 +325,10 @@ class _Checker:
             raise self.fail(f"{where}.type", f"unknown type {kind!r}{did_you_mean(kind, TYPES)}; "
                                              f"types: {', '.join(TYPES)}")
         has_address, has_module = node.get("address") is not None, bool(node.get("module"))
-        if has_address == has_module:
-            raise self.fail(where, "give either address (absolute) or module + offset")
+        if has_address and has_module:
+            raise self.fail(where, "give either address (absolute) or module + offset, not both")
+        if not (has_address or has_module) and ("offset" in node or node.get("offsets")):
+            raise self.fail(where, "offset and offsets go with module (the module they start from)")
         if has_address and "offset" in node:
             raise self.fail(f"{where}.offset", "offset goes with module; use address alone")
         offsets = node.get("offsets") or []
@@ -338,13 +350,63 @@ class _Checker:
             offsets=tuple(self.integer(o, f"{where}.offsets[{i}]") for i, o in enumerate(offsets)))
 
 
+def profile_path(name: str) -> pathlib.Path:
+    """A profile path as given, else relative to the package (the presets' configs/games/NAME.yaml),
+    else a name under CONFIG_DIR/games/."""
+    path = pathlib.Path(name).expanduser()
+    for candidate in (path, CONFIG_DIR.parent / path, CONFIG_DIR / "games" / path,
+                      CONFIG_DIR / "games" / f"{name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return path
+
+
 def load_profile(path: str | pathlib.Path) -> Profile:
-    """Read and check a game profile YAML file."""
+    """Read and check a game profile YAML file (merged over its base: profile, if it names one)."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise UserError(f"game profile not found: {path} (set env.profile to a YAML path or a name "
                         f"from {CONFIG_DIR / 'games'}, e.g. supertux)")
-    return parse_profile(read_yaml(path), path)
+    return parse_profile(profile_data(path), path)
+
+
+def profile_data(path: pathlib.Path, within: tuple[pathlib.Path, ...] = ()) -> Any:
+    """A profile file's data with its `base:` profile's (recursively) merged under it: mappings key by
+    key, each memory value and every other value (lists included) whole; a key set to null is
+    removed. The base is a file beside this one (NAME or NAME.yaml) or a bundled profile's name."""
+    data = read_yaml(path)
+    if not isinstance(data, Mapping) or "base" not in data:
+        return data
+    name = data["base"]
+    if not isinstance(name, str) or not name:
+        raise UserError(f"game profile {path}: base: expects a profile's name or path, got {name!r}")
+    found = next((c for c in (path.parent / name, path.parent / f"{name}.yaml") if c.is_file()),
+                 profile_path(name))
+    if not found.is_file():
+        bundled = sorted(p.stem for p in (CONFIG_DIR / "games").glob("*.yaml"))
+        raise UserError(f"game profile {path}: base: no profile {name!r} beside it or bundled"
+                        f"{did_you_mean(name, bundled)}; bundled: {', '.join(bundled)}")
+    if found.resolve() in within + (path.resolve(),):
+        chain = " -> ".join(p.name for p in within + (path.resolve(), found.resolve()))
+        raise UserError(f"game profile {path}: base: profiles that build on each other in a circle "
+                        f"({chain})")
+    child = {k: v for k, v in data.items() if k != "base"}
+    return _merge(profile_data(found, within + (path.resolve(),)), child, ())
+
+
+def _merge(base: Any, child: Mapping, where: tuple[str, ...]) -> Any:
+    if not isinstance(base, Mapping):
+        return dict(child)
+    merged = dict(base)
+    for key, value in child.items():
+        if value is None:
+            merged.pop(key, None)
+        elif (isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
+              and where != ("memory", "values")):
+            merged[key] = _merge(merged[key], value, where + (str(key),))
+        else:
+            merged[key] = value
+    return merged
 
 
 def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
@@ -352,6 +414,8 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     path = pathlib.Path(path)
     c = _Checker(path)
     top = c.mapping(data, "", TOP_KEYS)
+    if "base" in top:  # merged by profile_data; plain data (parse_profile alone) has no files
+        raise c.fail("base", "is merged when the profile is read from its file (load_profile)")
     fields: dict[str, Any] = {"path": path, "name": c.string(top.get("name"), "name") or path.stem}
 
     window = c.mapping(top.get("window"), "window", ("title", "process", "region", "screen_region",
