@@ -51,8 +51,23 @@ TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "
 # Episode-end / wait conditions: flags compare with the previous reading, thresholds with a number.
 CHANGE_OPS = ("increased", "decreased", "changed")
 LEVEL_OPS = ("above", "below", "equals")
-TOP_KEYS = ("base", "name", "window", "launch", "actions", "memory", "obs", "reward", "terminal",
-            "playing", "reset")
+# Every key a profile may hold, by where it sits (NAME: a memory value's or reward's name; []: each
+# item of a list). The parser checks against these; docs/profiles.md has a row for each (a test).
+KEYS = {
+    "": ("base", "name", "window", "launch", "actions", "memory", "obs", "reward", "terminal",
+         "playing", "reset"),
+    "window": ("title", "process", "region", "screen_region", "focus"),
+    "launch": ("command", "cwd", "startup_s"),
+    "memory": ("process", "pointer_size", "addresses_from", "values"),
+    "memory.values.NAME": ("type", "address", "module", "offset", "offsets", "range", "absent",
+                           "scale"),
+    "obs": ("vector",),
+    "reward.NAME": ("weight", "increases_only", "record", "clip", "restart"),
+    "terminal[]": ("value",) + CHANGE_OPS + LEVEL_OPS + ("after_steps",),
+    "playing[]": ("value",) + LEVEL_OPS,
+    "reset[]": ("keys", "hold_s", "wait_s", "until", "timeout_s", "retries"),
+    "reset[].until": ("value",) + LEVEL_OPS,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,10 +278,10 @@ class _Checker:
             out.append(name)
         return tuple(dict.fromkeys(out))
 
-    def condition(self, node: Any, where: str, names: set[str], levels_only=False,
-                  terminal=False) -> Condition:
-        ops = LEVEL_OPS if levels_only else CHANGE_OPS + LEVEL_OPS
-        node = self.mapping(node, where, ("value",) + ops + (("after_steps",) if terminal else ()))
+    def condition(self, node: Any, where: str, names: set[str], keys: tuple[str, ...]) -> Condition:
+        """A condition whose mapping may hold `keys` (one of KEYS' condition lists)."""
+        ops = tuple(k for k in keys if k in CHANGE_OPS + LEVEL_OPS)
+        node = self.mapping(node, where, keys)
         value = self.string(node.get("value"), f"{where}.value")
         if value not in names:
             raise self.fail(f"{where}.value", f"no memory value {value!r}{did_you_mean(value, names)}; "
@@ -297,7 +312,7 @@ class _Checker:
         """A weight, or {weight, increases_only | record, clip: [low, high], restart}."""
         if not isinstance(node, Mapping):
             return RewardTerm(name, self.number(node, where))
-        node = self.mapping(node, where, ("weight", "increases_only", "record", "clip", "restart"))
+        node = self.mapping(node, where, KEYS["reward.NAME"])
         if "weight" not in node:
             raise self.fail(where, "give weight (the reward per unit of change)")
         low, high = -float("inf"), float("inf")
@@ -318,8 +333,7 @@ class _Checker:
                           flags["record"])
 
     def value_spec(self, name: str, node: Any, where: str) -> ValueSpec:
-        node = self.mapping(node, where, ("type", "address", "module", "offset", "offsets", "range",
-                                          "absent", "scale"))
+        node = self.mapping(node, where, KEYS["memory.values.NAME"])
         kind = self.string(node.get("type", "i32"), f"{where}.type")
         if kind not in TYPES:
             raise self.fail(f"{where}.type", f"unknown type {kind!r}{did_you_mean(kind, TYPES)}; "
@@ -413,13 +427,12 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     """Check plain profile data (as read from YAML) into a Profile."""
     path = pathlib.Path(path)
     c = _Checker(path)
-    top = c.mapping(data, "", TOP_KEYS)
+    top = c.mapping(data, "", KEYS[""])
     if "base" in top:  # merged by profile_data; plain data (parse_profile alone) has no files
         raise c.fail("base", "is merged when the profile is read from its file (load_profile)")
     fields: dict[str, Any] = {"path": path, "name": c.string(top.get("name"), "name") or path.stem}
 
-    window = c.mapping(top.get("window"), "window", ("title", "process", "region", "screen_region",
-                                                     "focus"))
+    window = c.mapping(top.get("window"), "window", KEYS["window"])
     fields["title"] = c.string(window.get("title"), "window.title")
     fields["process"] = c.string(window.get("process"), "window.process")
     fields["region"] = c.box(window.get("region"), "window.region")
@@ -431,7 +444,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
         raise c.fail("window.focus", f"expects true or false, got {focus!r}")
     fields["focus"] = focus
 
-    launch = c.mapping(top.get("launch"), "launch", ("command", "cwd", "startup_s"))
+    launch = c.mapping(top.get("launch"), "launch", KEYS["launch"])
     command = launch.get("command") or []
     if isinstance(command, str) or not all(isinstance(a, (str, int, float)) for a in command):
         raise c.fail("launch.command", f"expects a list of arguments, got {command!r}")
@@ -446,8 +459,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     fields["actions"] = tuple((str(name), c.keys(keys, f"actions.{name}"))
                               for name, keys in actions.items())
 
-    memory = c.mapping(top.get("memory"), "memory", ("process", "pointer_size", "addresses_from",
-                                                     "values"))
+    memory = c.mapping(top.get("memory"), "memory", KEYS["memory"])
     fields["memory_process"] = c.string(memory.get("process"), "memory.process")
     pointer_size = memory.get("pointer_size", "auto")
     if pointer_size not in ("auto", 4, 8):
@@ -475,7 +487,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
             raise c.fail(f"obs.{key}", f"the picture's {key} is the run's, not the game's: set env.{key} in "
                                        f"the preset or on the command line (--env.{key} ...) and remove "
                                        f"it from the profile")
-    obs = c.mapping(obs, "obs", ("vector",))
+    obs = c.mapping(obs, "obs", KEYS["obs"])
     vector = obs.get("vector") or []
     if not isinstance(vector, (list, tuple)):
         raise c.fail("obs.vector", f"expects a list of memory value names, got {vector!r}")
@@ -491,13 +503,13 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     terminal = top.get("terminal") or []
     if not isinstance(terminal, (list, tuple)):
         raise c.fail("terminal", "expects a list of conditions like {value: lives, decreased: true}")
-    fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names, terminal=True)
+    fields["terminal"] = tuple(c.condition(t, f"terminal[{i}]", check_names, KEYS["terminal[]"])
                                for i, t in enumerate(terminal))
 
     playing = top.get("playing") or []
     if not isinstance(playing, (list, tuple)):
         raise c.fail("playing", "expects a list of conditions like {value: game_over, below: 0.5}")
-    fields["playing"] = tuple(c.condition(t, f"playing[{i}]", check_names, levels_only=True)
+    fields["playing"] = tuple(c.condition(t, f"playing[{i}]", check_names, KEYS["playing[]"])
                               for i, t in enumerate(playing))
 
     reset = top.get("reset") or []
@@ -506,7 +518,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
     steps = []
     for i, step in enumerate(reset):
         where = f"reset[{i}]"
-        step = c.mapping(step, where, ("keys", "hold_s", "wait_s", "until", "timeout_s", "retries"))
+        step = c.mapping(step, where, KEYS["reset[]"])
         kinds = [k for k in ("keys", "wait_s", "until") if k in step]
         if len(kinds) != 1:
             raise c.fail(where, "give exactly one of keys, wait_s, until")
@@ -514,7 +526,7 @@ def parse_profile(data: Any, path: str | pathlib.Path = "<profile>") -> Profile:
             keys=c.keys(step.get("keys"), f"{where}.keys"),
             hold_s=c.number(step.get("hold_s", 0.1), f"{where}.hold_s", 0),
             wait_s=c.number(step.get("wait_s", 0.0), f"{where}.wait_s", 0),
-            until=(c.condition(step["until"], f"{where}.until", check_names, levels_only=True)
+            until=(c.condition(step["until"], f"{where}.until", check_names, KEYS["reset[].until"])
                    if "until" in step else None),
             timeout_s=c.number(step.get("timeout_s", 10.0), f"{where}.timeout_s", 0),
             retries=c.count(step.get("retries", 0), f"{where}.retries")))
