@@ -7,6 +7,8 @@ test's oracle, never given to the scanner.
 
 from __future__ import annotations
 
+import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -267,3 +269,109 @@ def test_session_commands_over_a_seam_reader():
     text = out.getvalue().splitlines()
     assert "value: 94176880896672 (0x55A743882AA0)" in text
     assert text[-2:] == ["candidates: 1", "0x10020  94176880896672 (0x55A743882AA0)"]
+
+
+# --- finding a value by playing (memscan --profile P --find NAME) ----------------------------------
+def finder_profile(folder, base: str, **changes) -> pathlib.Path:
+    """A profile of `base` (a bundled profile's name) whose x is not found yet, with top-level changes."""
+    from dreamer_live.config import dump_yaml
+
+    path = folder / "finding.yaml"
+    path.write_text(dump_yaml({"base": base, "memory": {"values": {"x": {"type": "f64"}}}, **changes}))
+    return path
+
+
+def find(*args: str, env=None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`python -m dreamer_live.memscan ARGS` run to its end."""
+    return subprocess.run([sys.executable, "-m", "dreamer_live.memscan", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@linux_only
+def test_the_finder_drives_catcher_to_its_paddle_x_and_writes_it(xvfb, tmp_path):
+    """--find x on a running Catcher window: the finder holds right, left and nothing itself and keeps
+    what moved as told, until one address is left: the game's own (its export file, the oracle, read
+    by the profile for the game's other values only); --write puts it into the profile."""
+    from dreamer_live.envs.live.profile import load_profile
+
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=1000") as game:
+        profile = finder_profile(tmp_path, "catcher_window", launch=None,
+                                 memory={"addresses_from": str(game.export),
+                                         "values": {"x": {"type": "f64"}}})
+        done = find("--profile", str(profile), "--find", "x", "--display", xvfb.name, "--write",
+                    env=xvfb.env())
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert "the game was running already: its chains are checked in this run of it only" in done.stdout
+        assert re.search(r"^find: round 1: right -> increased: [\d,]+ \| left -> decreased: [\d,]+ \| "
+                         r"idle -> unchanged: [\d,]+$", done.stdout, re.M), done.stdout
+        x = load_profile(profile).values[0]
+        assert (x.name, x.address, x.type) == ("x", game.address("x"), "f64"), done.stdout[-2000:]
+        assert f"find: x: {{address: 0x{game.address('x'):X}, type: f64}}" in done.stdout
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--pid", "1", "--find", "x"], "--find needs --profile: the game's window, keys and launch "
+                                    "come from it"),
+    (["--profile", "PROFILE", "--find", "x", "--drive", "jump:increased"],
+     r"--drive jump:increased: .*finding\.yaml has no action 'jump' \(actions: idle, left, right\)"),
+    (["--profile", "PROFILE", "--find", "x", "--drive", "left:grew"],
+     "--drive left:grew: the effect must be one of increased, decreased, unchanged, changed"),
+    (["--profile", "PROFILE", "--find", "x", "--launch", "false", "--wait-s", "0.5"],
+     r"no window with title containing 'dreamer_live Catcher' after 0 s \(open windows: .*\)"),
+    (["--pid", "1", "--relaunches", "1"], "--drive, --relaunches, --module and --write go with --find NAME"),
+])
+def test_the_finder_refuses_bad_input_in_one_line(xvfb, tmp_path, args, error):
+    profile = finder_profile(tmp_path, "catcher_window")
+    done = find(*[str(profile) if a == "PROFILE" else a for a in args], "--display", xvfb.name,
+                env=xvfb.env(), timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and re.fullmatch(f"memscan: error: {error}",
+                                                                      lines[0]), done.stderr
+
+
+def _supertux() -> str:
+    import os
+    import shutil
+
+    debian = "/usr/games/supertux2"  # /usr/games is not on every PATH
+    return shutil.which("supertux2") or (debian if os.path.exists(debian) else "")
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not _supertux(), reason="SuperTux is not installed (apt-get install supertux)")
+def test_the_finder_finds_tux_x_from_a_fresh_launch_and_a_chain_that_survives_a_relaunch(xvfb, tmp_path):
+    """SuperTux's profile with x not found yet: the finder starts the game, finds x by walking Tux,
+    a pointer chain from the game's statics to it, starts the game again and keeps the chains that
+    still follow the keys; the one written reads what the shipped profile's hand-found chain reads."""
+    from dreamer_live.envs.live import LiveEnv, LiveOptions
+    from dreamer_live.envs.live.memory import read_value
+    from dreamer_live.envs.live.profile import load_profile, profile_path
+
+    profile = finder_profile(tmp_path, str(profile_path("supertux")),
+                             memory={"values": {"x": {"type": "f32"}}})
+    env = dict(xvfb.env(), SUPERTUX2_USER_DIR=str(tmp_path / "supertux"))
+    done = find("--profile", str(profile), "--find", "x", "--display", xvfb.name, "--launch", "true",
+                "--relaunches", "1", "--write", env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "find: relaunch 1 of 1: " in done.stdout and " and 1 relaunches" in done.stdout
+    found = load_profile(profile).values[0]
+    assert found.module == "supertux2" and found.offsets, found
+    shipped = load_profile(profile_path("supertux"))
+    live = LiveEnv(shipped, size=(16, 16), grayscale=True,
+                   options=LiveOptions(display=xvfb.name, launch="true", wait_s=60))
+    try:
+        live.reset()
+        right = shipped.action_names.index("right")
+        readings = []
+        for action in (right, 0):
+            live.act(action)
+            time.sleep(0.6)
+            live.keys.release_all()
+            time.sleep(0.6)  # at rest, both copies of x agree
+            readings.append((read_value(shipped.values[0], live._reader),
+                             read_value(found, live._reader)))
+    finally:
+        live.close()
+    assert readings[0][0] > 150 and all(a == b for a, b in readings), readings

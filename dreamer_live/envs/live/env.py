@@ -292,6 +292,13 @@ class LiveEnv(Env):
             self.windows.close()
             self._release_window()
 
+    @property
+    def game_pid(self) -> int | None:
+        """The game's process id once connected: the memory reader's, else the window's."""
+        if self._reader is not None:
+            return self._reader.pid
+        return self._window.pid if self._window is not None else None
+
     # --- observations -------------------------------------------------------------------------------------
     def _obs(self, image, values, reward, first=False, last=False, terminal=False):
         out = {}

@@ -169,19 +169,31 @@ class Scanner:
             if value is None:
                 raise UserError("equal needs a value: equal 42")
             target, tol = parse_number(value, self.kind), tolerance(value, self.kind)
+        return self._keep(lambda now, old: {
+            "increased": lambda: now > old, "decreased": lambda: now < old,
+            "unchanged": lambda: now == old, "changed": lambda: now != old,
+            "equal": lambda: self._equal(now, target, tol)}[op]())
+
+    def refresh(self) -> int:
+        """Read every candidate's value again, keeping them all: the next scan compares with now."""
+        if self.hits is None:
+            raise UserError("no first scan yet: `first VALUE` or `first ?`")
+        return self._keep(lambda now, old: np.ones(len(now), bool))
+
+    def _keep(self, test) -> int:
+        """Keep the candidates for which test(values now, last values) holds; the count left."""
         self.bytes_scanned = 0
         kept = []
         for hits in self.hits:
             now = self._current(hits)
             if now is None:
                 continue
-            old = hits.values
             with np.errstate(invalid="ignore"):
-                keep = {"increased": lambda: now > old, "decreased": lambda: now < old,
-                        "unchanged": lambda: now == old, "changed": lambda: now != old,
-                        "equal": lambda: self._equal(now, target, tol)}[op]()
+                keep = test(now, hits.values)
             index = np.flatnonzero(keep)
-            if len(index):
+            if hits.index is None and len(index) == len(now):  # all kept: the region whole still
+                kept.append(Hits(hits.region, hits.shift, None, now.copy()))
+            elif len(index):
                 full = index if hits.index is None else hits.index[index]
                 kept.append(Hits(hits.region, hits.shift, full, now[index].copy()))
         self.hits = kept
@@ -365,10 +377,50 @@ class Session:
         self.say(f"candidates: {count}  ({scanned / 1e6:.0f} MB read in {took:.2f} s)")
 
 
+def find_value(args) -> int:
+    """--profile P --find NAME: find the value by driving the game; print or write its chain."""
+    from dreamer_live.envs.live.finder import DRIVE, Finder, parse_drive
+    from dreamer_live.envs.live.profile import load_profile, profile_path, write_value
+
+    if not args.profile:
+        raise UserError("--find needs --profile: the game's window, keys and launch come from it")
+    profile = load_profile(profile_path(args.profile))
+    spec = next((v for v in profile.values if v.name == args.find), None)
+    if args.drive is None and not {a for a, _ in DRIVE} <= set(profile.action_names):
+        raise UserError(f"{profile.path} has no actions named right, left and idle: say what its "
+                        "actions do to the value with --drive ACTION:EFFECT ...")
+    drive = parse_drive(args.drive or [f"{a}:{e}" for a, e in DRIVE], profile)
+    kind = args.type or (spec.type if spec else "i32")
+    print(f"find: {args.find} ({kind}) of {profile.path}, driven by "
+          f"{', '.join(f'{a} -> {e}' for a, e in drive)}; reading the game's memory only (nothing "
+          "is written to it); Ctrl-C leaves the profile as it is", flush=True)
+    finder = Finder(profile, args.find, kind, drive, args.module, args.display, args.launch,
+                    args.wait_s)
+    chains = finder.run(args.relaunches)
+    best, survived = chains[0], chains[0].survived
+    print(f"find: {args.find}: {best.yaml()} (followed the keys in this run"
+          f"{f' and {survived} relaunches' if survived else ''}"
+          f"{f'; {len(chains) - 1} more chains did too' if len(chains) > 1 else ''})", flush=True)
+    for other in chains[1:4]:
+        print(f"find:   also {other.yaml()}", flush=True)
+    if args.write:
+        write_value(profile.path, dataclasses.replace(best.spec, name=args.find))
+        print(f"find: written into {profile.path} as memory.values.{args.find}", flush=True)
+    return 0
+
+
 def find_pid(args) -> int:
-    """The process to scan from --pid, --process or --window."""
+    """The process to scan from --pid, --process, --window or --profile."""
     if args.pid:
         return args.pid
+    if args.profile:
+        from dreamer_live.envs.live.profile import load_profile, profile_path
+
+        profile = load_profile(profile_path(args.profile))
+        args.process = profile.memory_process or profile.process
+        args.window = args.window or profile.title
+        if not (args.process or args.window):
+            raise UserError(f"{profile.path} names neither a process nor a window title to scan")
     if args.process:
         if sys.platform == "win32":
             import pymem.process
@@ -404,13 +456,38 @@ def main(argv: list[str] | None = None) -> int:
     who.add_argument("--pid", type=int, help="process id of the game")
     who.add_argument("--process", help="executable name of the game (supertux2, game.exe)")
     who.add_argument("--window", help="part of the game window's title")
+    who.add_argument("--profile", help="a game profile (path, or a bundled name like supertux): its "
+                                       "window and process; with --find, its keys and launch too")
     p.add_argument("--display", default="", help="X display of the window (Linux; default $DISPLAY)")
-    p.add_argument("--type", default="i32", choices=list(DTYPES), help="value type (default i32)")
+    p.add_argument("--type", choices=list(DTYPES),
+                   help="value type (default: the profile's for the value found, else i32)")
     p.add_argument("--align", type=int, default=0,
                    help="address alignment in bytes (default: the type's size, Cheat Engine's fast scan)")
     p.add_argument("--script", action="store_true",
                    help="read commands from stdin without a prompt; stop at the first error")
+    find = p.add_argument_group("finding a value by playing (--profile P --find NAME)")
+    find.add_argument("--find", metavar="NAME",
+                      help="the memory value to find: the game is driven with the profile's keys")
+    find.add_argument("--drive", nargs="+", metavar="ACTION:EFFECT",
+                      help="what each action does to the value: increased, decreased, unchanged or "
+                           "changed (default right:increased left:decreased idle:unchanged)")
+    find.add_argument("--relaunches", type=int, default=3,
+                      help="starts of the game anew a chain must survive (default 3; needs the "
+                           "profile's launch.command and a game this started)")
+    find.add_argument("--module", default="",
+                      help="the module pointer chains start from (default the game's executable)")
+    find.add_argument("--write", action="store_true",
+                      help="write the best chain into the profile's memory.values (else printed)")
+    find.add_argument("--launch", default="auto", choices=("auto", "true", "false"),
+                      help="run the profile's launch.command (as env.live.launch; default auto)")
+    find.add_argument("--wait-s", type=float, default=60.0,
+                      help="how long to wait for the game's window (default 60)")
     args = p.parse_args(argv)
+    if args.find:
+        return find_value(args)
+    if any(getattr(args, k) != p.get_default(k) for k in ("drive", "relaunches", "module", "write")):
+        raise UserError("--drive, --relaunches, --module and --write go with --find NAME")
+    args.type = args.type or "i32"
     pid = find_pid(args)
     try:
         reader = open_process(pid)

@@ -384,6 +384,45 @@ def load_profile(path: str | pathlib.Path) -> Profile:
     return parse_profile(profile_data(path), path)
 
 
+def write_value(path: pathlib.Path, spec: ValueSpec) -> None:
+    """Put a found value's chain (module, offset, offsets, type) or address into the profile file's
+    memory.values, keeping its other keys (range, absent, scale) and the file's comments; atomic."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarint import HexInt
+
+    from dreamer_live.atomic import write_atomic
+
+    yaml = YAML()  # round trip: comments and layout stay
+    yaml.width = 4096  # a chain on one line
+    yaml.representer.add_representer(type(None), lambda r, _: r.represent_scalar(
+        "tag:yaml.org,2002:null", "null"))  # `launch: null` stays written so
+    data = yaml.load(path.read_text())
+    if data.get("memory") is None:
+        data["memory"] = CommentedMap()
+    if data["memory"].get("values") is None:
+        data["memory"]["values"] = CommentedMap()
+    values = data["memory"]["values"]
+    old = values.get(spec.name) or {}
+    if spec.module is None:
+        new = CommentedMap(address=HexInt(spec.address))
+    else:
+        new = CommentedMap(module=spec.module, offset=HexInt(spec.offset))
+        new["offsets"] = CommentedSeq(HexInt(o) for o in spec.offsets)
+        new["offsets"].fa.set_flow_style()
+    new["type"] = spec.type
+    for key, value in old.items():
+        if key not in ("address", "module", "offset", "offsets", "type"):
+            new[key] = value
+    new.fa.set_flow_style()
+    values[spec.name] = new
+    text = io.StringIO()
+    yaml.dump(data, text)
+    write_atomic(path, text.getvalue().encode())
+
+
 def profile_data(path: pathlib.Path, within: tuple[pathlib.Path, ...] = ()) -> Any:
     """A profile file's data with its `base:` profile's (recursively) merged under it: mappings key by
     key, each memory value and every other value (lists included) whole; a key set to null is
