@@ -142,8 +142,8 @@ def test_the_windows_supertux_profile_is_the_linux_one_with_values_to_find():
     assert windows.process == "supertux2.exe" and not windows.launch
     assert not any(v.located for v in windows.values)
     with pytest.raises(UserError, match=r"supertux_windows\.yaml: memory values x \(f32\), y \(f32\), "
-                       r"dying \(u8\) not found yet: find each with python -m dreamer_live\.memscan "
-                       r"--process supertux2\.exe --type TYPE"):
+                       r"dying \(u8\) not found yet: find each by playing with python -m "
+                       r"dreamer_live\.memscan --profile .*supertux_windows\.yaml --find x --write"):
         LiveEnv(windows)
 
 

@@ -106,11 +106,9 @@ class LiveEnv(Env):
         if missing := [v for v in profile.values if not v.located]:
             raise UserError(
                 f"{profile.path}: memory value{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(f'{v.name} ({v.type})' for v in missing)} not found yet: find each with "
-                f"python -m dreamer_live.memscan --process "
-                f"{profile.memory_process or profile.process or 'GAME'} --type TYPE "
-                "(docs/live-games.md, Find the memory values) and write its chain (module, offset, "
-                "offsets) into memory.values")
+                f"{', '.join(f'{v.name} ({v.type})' for v in missing)} not found yet: find each by "
+                f"playing with python -m dreamer_live.memscan --profile {profile.path} --find "
+                f"{missing[0].name} --write (docs/live-games.md, Find the memory values)")
         self.profile, self.options = profile, options
         self.size, self.grayscale = (int(size[0]), int(size[1])), bool(grayscale)
         self.obs_space = {}

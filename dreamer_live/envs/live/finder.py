@@ -36,6 +36,8 @@ SETTLE_S = 0.6  # after the keys are released, for the game to come to rest befo
 PUSHES, PUSH_S = 3, 0.1  # the last check: short pushes in a row, each must show the effect
 TINY = 1e-30  # a float reading this small but not 0 is an integer's bits, not a game's number
 FEW = 6  # candidates left that end the rounds (after MIN_ROUNDS)
+STALLED = 0.9  # a round that keeps more than this share of the candidates ends the rounds
+MISSES = 3  # drive steps a candidate may fail in all and stay (none in the pushes)
 MIN_ROUNDS, MAX_ROUNDS = 2, 20
 CHAINS_PER_CANDIDATE = 10
 DEPTH, MAX_OFFSET = 3, 4096
@@ -127,6 +129,15 @@ class Finder:
         env.keys.release_all()
         time.sleep(SETTLE_S)
 
+    def go_on(self, env: LiveEnv) -> None:
+        """Reset the game when the episode ended (the profile's terminal or playing conditions on the
+        values it has): a game over or a menu would stop the value. Resets are otherwise avoided: a
+        game may make its objects anew at a restart (LBreakout2's paddle), at a new address."""
+        if env.observe()["is_last"]:
+            self.say("the episode ended: resetting the game")
+            env.reset()
+            time.sleep(SETTLE_S)
+
     # --- the steps ------------------------------------------------------------------------------------
     def run(self, relaunches: int) -> list[Chain]:
         """Find the candidates and their chains, check them over `relaunches` new starts of the game;
@@ -171,15 +182,15 @@ class Finder:
                  f"game's memory: {count:,} candidates ({time.perf_counter() - began:.1f} s)")
         counts = [count]
         for round_ in range(1, MAX_ROUNDS + 1):
-            if round_ > 1:  # each round from the start the reset steps bring: an enemy that walks
-                env.reset()  # in, a death or an edge would end a round that went on longer
-                time.sleep(SETTLE_S)
             steps = []
             for action, effect in self.drive:
                 scanner.refresh()
                 self.hold(env, action, HOLD_S)
-                count = scanner.next(effect)  # the keys still held: the value is still moving
+                # the keys still held: the value is still moving. A few misses are forgiven: a death
+                # the profile cannot tell yet (an enemy walking in) stops the value for a step or two
+                count = scanner.next(effect, allowed_misses=MISSES)
                 self.release(env)
+                self.go_on(env)
                 steps.append(f"{action} -> {effect}: {count:,}")
                 if count == 0:
                     raise UserError(
@@ -187,13 +198,11 @@ class Finder:
                         f"({', '.join(steps)}): try another --type (i32 or f64), or --drive effects "
                         "that this game's value shows")
             self.say(f"round {round_}: {' | '.join(steps)}")
-            if round_ >= MIN_ROUNDS and (count <= FEW or count == counts[-1]):
-                break  # few left, or a round that removed none: the rest all follow the keys
+            if round_ >= MIN_ROUNDS and (count <= FEW or count > STALLED * counts[-1]):
+                break  # few left, or a round that removed hardly any: the pushes tell the rest
             counts.append(count)
         # Short pushes in a row, each scanned while the keys are held: a position moves on at every
         # one, while what only happens to change with it (a pixel the object passes) comes and goes.
-        env.reset()
-        time.sleep(SETTLE_S)
         steps = []
         for action, effect in self.drive:
             if effect == "unchanged":
@@ -204,6 +213,7 @@ class Finder:
                 time.sleep(PUSH_S)
                 count = scanner.next(effect)
             self.release(env)
+            self.go_on(env)
             steps.append(f"{action} -> {effect} x{PUSHES}: {count:,}")
             if count == 0:
                 raise UserError(f"no {self.kind} value kept on doing what the keys asked over "
@@ -215,8 +225,9 @@ class Finder:
                  if np.isfinite(v) and self.low <= v <= self.high
                  and not (floats and 0 < abs(v) < TINY)]
         if not found:
+            left = ", ".join(f"0x{a:X} = {v:g}" for a, v in scanner.candidates(limit=4))
             raise UserError(f"no candidate for {self.name} reads within its range "
-                            f"[{self.low:g}, {self.high:g}]")
+                            f"[{self.low:g}, {self.high:g}] (left: {left})")
         self.say(f"{len(found)} candidates follow the keys: "
                  + ", ".join(f"0x{a:X} = {v:g}" for a, v in found[:8]))
         return found

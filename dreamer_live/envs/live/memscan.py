@@ -8,6 +8,9 @@
     memscan> list               # the candidates left, with module + offset when static
     memscan> pointers 0x55d0c2a4f3c0   # pointer chains from a module to it, for a profile
 
+`--profile P --find NAME` does it by itself: it drives the game with the profile's keys and finds the
+value and a pointer chain to it that survives restarts of the game (dreamer_live/envs/live/finder.py).
+
 First scan: `first VALUE` (exact; floats match to the decimals typed, as Cheat Engine's "rounded") or
 `first ?` (unknown). Next scans: `increased`, `decreased`, `unchanged`, `changed`, `equal VALUE`.
 Commands come from the prompt or, with --script, one per line from stdin (for tests and scripts); each
@@ -53,6 +56,7 @@ class Hits:
     shift: int  # byte offset of element 0 from the region start (unaligned scans use several)
     index: np.ndarray | None
     values: np.ndarray
+    misses: np.ndarray | None = None  # scans each candidate failed, where some are allowed
 
     def addresses(self, itemsize: int) -> np.ndarray:
         """Absolute addresses of the candidates."""
@@ -159,8 +163,9 @@ class Scanner:
         array = np.frombuffer(data, self.dtype, count, hits.shift)
         return array if hits.index is None else array[hits.index]
 
-    def next(self, op: str, value: str | None = None) -> int:
-        """Keep the candidates whose value increased / decreased / stayed / changed / equals `value`."""
+    def next(self, op: str, value: str | None = None, allowed_misses: int = 0) -> int:
+        """Keep the candidates whose value increased / decreased / stayed / changed / equals `value`
+        (allowed_misses: or that failed no more than that many such scans in all)."""
         if self.hits is None:
             raise UserError("no first scan yet: `first VALUE` or `first ?`")
         if op not in NEXT_OPS:
@@ -172,7 +177,7 @@ class Scanner:
         return self._keep(lambda now, old: {
             "increased": lambda: now > old, "decreased": lambda: now < old,
             "unchanged": lambda: now == old, "changed": lambda: now != old,
-            "equal": lambda: self._equal(now, target, tol)}[op]())
+            "equal": lambda: self._equal(now, target, tol)}[op](), allowed_misses)
 
     def refresh(self) -> int:
         """Read every candidate's value again, keeping them all: the next scan compares with now."""
@@ -180,8 +185,9 @@ class Scanner:
             raise UserError("no first scan yet: `first VALUE` or `first ?`")
         return self._keep(lambda now, old: np.ones(len(now), bool))
 
-    def _keep(self, test) -> int:
-        """Keep the candidates for which test(values now, last values) holds; the count left."""
+    def _keep(self, test, allowed_misses: int = 0) -> int:
+        """Keep the candidates for which test(values now, last values) holds, or that failed it at
+        most allowed_misses times in all; the count left."""
         self.bytes_scanned = 0
         kept = []
         for hits in self.hits:
@@ -190,24 +196,32 @@ class Scanner:
                 continue
             with np.errstate(invalid="ignore"):
                 keep = test(now, hits.values)
+            misses = hits.misses
+            if allowed_misses:
+                misses = (np.zeros(len(now), np.uint8) if misses is None else misses) + ~keep
+                keep = misses <= allowed_misses
             index = np.flatnonzero(keep)
             if hits.index is None and len(index) == len(now):  # all kept: the region whole still
-                kept.append(Hits(hits.region, hits.shift, None, now.copy()))
+                kept.append(Hits(hits.region, hits.shift, None, now.copy(), misses))
             elif len(index):
                 full = index if hits.index is None else hits.index[index]
-                kept.append(Hits(hits.region, hits.shift, full, now[index].copy()))
+                kept.append(Hits(hits.region, hits.shift, full, now[index].copy(),
+                                 None if misses is None else misses[index]))
         self.hits = kept
         return self.count()
 
     def candidates(self, limit: int = 20) -> list[tuple[int, float | int]]:
-        """Up to `limit` (address, current value) pairs."""
+        """Up to `limit` (address, current value) pairs, those that missed fewest scans first."""
         out = []
-        for hits in self.hits or []:
-            for address, value in zip(hits.addresses(self.dtype.itemsize), hits.values):
-                out.append((int(address), value.item()))
-                if len(out) >= limit:
-                    return out
-        return out
+        for hits in sorted(self.hits or [], key=lambda h: 0 if h.misses is None else h.misses.min()):
+            order = np.arange(len(hits.values)) if hits.misses is None else np.argsort(
+                hits.misses, kind="stable")
+            addresses = hits.addresses(self.dtype.itemsize)
+            for i in order[:limit]:
+                out.append((int(addresses[i]), hits.values[i].item(),
+                            0 if hits.misses is None else int(hits.misses[i])))
+        out.sort(key=lambda row: row[2])
+        return [(address, value) for address, value, _ in out[:limit]]
 
 
 class Statics:
