@@ -16,8 +16,9 @@ already there is not run again (a run cut short starts over), and two table proc
 
 The table, per game and observation: random and scripted means (per seed), the learner's mean of its
 last 20 episodes at a few update counts up to the budget per seed, its score at the budget as a share
-of the way from random (0) to scripted (1), and the updates after which the last 20 episodes first
-averaged half-way. Rows whose runs are missing say so. The figure (--figure) draws the learning curves,
+of the way from random (0) to scripted (1; a game whose episodes are so long that fewer than 20
+ended by the budget is scored by the mean of those, marked *), and the updates after which the last
+20 episodes first averaged half-way. Rows whose runs are missing say so. The figure (--figure) draws the learning curves,
 one panel per game.
 """
 
@@ -223,6 +224,16 @@ def running_mean(episodes: list, at: int) -> float | None:
     return float(np.mean(done[-WINDOW:])) if len(done) >= WINDOW else None
 
 
+def final_mean(episodes: list, at: int) -> tuple[float | None, int]:
+    """The score at the budget: the last WINDOW episodes' mean, or, in a game whose episodes are so
+    long that fewer than WINDOW ended (at least half of them), the mean of all that did; with how
+    many episodes it is the mean of."""
+    done = [e[2] for e in episodes if e[0] <= at]
+    if len(done) < WINDOW // 2:
+        return None, len(done)
+    return float(np.mean(done[-WINDOW:])), min(len(done), WINDOW)
+
+
 def first_reaching(episodes: list, level: float) -> int | None:
     """The updates after which the last WINDOW episodes first averaged `level` or more."""
     returns = [e[2] for e in episodes]
@@ -250,14 +261,15 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                 if run is None:
                     continue
                 episodes = run["episodes"]
-                final = running_mean(episodes, run["updates"])
+                final, counted = final_mean(episodes, run["updates"])
                 share = None
                 if final is not None and random is not None and scripted is not None and scripted != random:
                     share = (final - random) / (scripted - random)
                 half = first_reaching(episodes, random + HALF * (scripted - random)) \
                     if random is not None and scripted is not None else None
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
-                                      "final": final, "share": share, "half_at": half,
+                                      "final": final, "counted": counted,
+                                      "share": share, "half_at": half,
                                       "updates": run["updates"], "episodes": len(episodes)}
             out.append(row)
     return out
@@ -297,7 +309,8 @@ def print_table(table: list[dict], checkpoints, seeds) -> None:
                 continue
             curve = " ".join(f"{fmt(v, 1):>5}" for v in got["curve"])
             half = got["half_at"] if got["half_at"] is not None else "never"
-            cells.append(f"seed {seed}: {curve} {fmt(got['share']):>6} {half!s:>6}")
+            short = "*" if got["counted"] < WINDOW else " "
+            cells.append(f"seed {seed}: {curve} {fmt(got['share']):>5}{short} {half!s:>6}")
         verdict = above_random(row)
         print(f"{row['game']:<12} {row['obs']:<6} {r:>15} {s:>15} | " + " | ".join(cells)
               + f" | {'-' if verdict is None else ('yes' if verdict else 'no')}")
@@ -308,7 +321,8 @@ def print_table(table: list[dict], checkpoints, seeds) -> None:
           f"{len(done)}; above random on every seed: {sum(bool(above_random(r)) for r, _ in done)} of {len(done)}")
     print(f"(share: the last {WINDOW} episodes' mean at the budget, 0 = random, 1 = scripted; half@: updates "
           f"to a last-{WINDOW} mean half-way; above random: beyond both random seeds' highest mean by more "
-          f"than their spread)")
+          f"than their spread; *: fewer than {WINDOW} episodes ended by the budget, the mean of those, at "
+          f"least {WINDOW // 2})")
 
 
 def print_markdown(table: list[dict], seeds) -> None:
@@ -320,7 +334,8 @@ def print_markdown(table: list[dict], seeds) -> None:
         cells = []
         for seed in seeds:
             got = row["seeds"].get(seed)
-            cells.append("not run" if got is None else f"{fmt(got['final'])} ({fmt(got['share'])})")
+            cells.append("not run" if got is None else f"{fmt(got['final'])} ({fmt(got['share'])})"
+                         + (f" [{got['counted']} episodes]" if got["counted"] < WINDOW else ""))
         halves = [row["seeds"][s]["half_at"] for s in seeds if s in row["seeds"]]
         half = " / ".join("never" if h is None else f"{h:,}" for h in halves) or "-"
         verdict = above_random(row)
