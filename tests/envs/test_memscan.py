@@ -375,3 +375,43 @@ def test_the_finder_finds_tux_x_from_a_fresh_launch_and_a_chain_that_survives_a_
     finally:
         live.close()
     assert readings[0][0] > 150 and all(a == b for a, b in readings), readings
+
+
+@linux_only
+def test_the_guided_finder_finds_catchers_lives_from_the_moments_a_player_marks(xvfb, tmp_path):
+    """--guided decreased: nobody catches, so a life goes with every fruit; the test, as the person
+    would, presses F8 a moment after each loss it sees (the game's export file, its oracle). Within 5
+    marks the finder is down to a few candidates, the game's own lives among them (its score falls
+    with every loss too)."""
+    conn = xvfb.xlib()
+    with running_game(xvfb, tmp_path, "catcher", "--option", "init_lives=8") as game:
+        profile = finder_profile(tmp_path, "catcher_window", launch=None,
+                                 memory={"addresses_from": str(game.export),
+                                         "values": {"lives": {"type": "f64"}}})
+        marking = threading.Event()
+
+        def person() -> None:
+            last = game.read("lives")
+            while not marking.wait(0.02):
+                lives = game.read("lives")
+                if lives < last:
+                    time.sleep(0.3)  # seen, then pressed
+                    fake_key(conn, "F8", True)
+                    time.sleep(0.1)
+                    fake_key(conn, "F8", False)
+                last = lives
+
+        thread = threading.Thread(target=person, daemon=True)
+        thread.start()
+        try:
+            done = find("--profile", str(profile), "--find", "lives", "--guided", "decreased",
+                        "--display", xvfb.name, env=xvfb.env(), timeout=120)
+        finally:
+            marking.set()
+            thread.join()
+    conn.close()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    marks = re.findall(r"^find: mark (\d+): decreased: ([\d,]+) candidates$", done.stdout, re.M)
+    assert marks and int(marks[-1][0]) <= 5, done.stdout
+    found = re.findall(r"^find: (?:lives:|  also) \{address: (0x[0-9A-F]+), type: f64\}", done.stdout, re.M)
+    assert f"0x{game.address('lives'):X}" in found, done.stdout

@@ -10,8 +10,10 @@ prints the best (or writes it into the profile with --write). It reads memory on
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import sys
+import threading
 import time
 
 import numpy as np
@@ -34,6 +36,11 @@ EFFECTS = ("increased", "decreased", "unchanged", "changed")
 HOLD_S = 0.4  # each drive step holds its keys this long before the scan
 SETTLE_S = 0.6  # after the keys are released, for the game to come to rest before the next step
 PUSHES, PUSH_S = 3, 0.1  # the last check: short pushes in a row, each must show the effect
+MAX_MARKS = 20  # the guided mode gives up after this many marks
+MARK_MISSES = 1  # marks and quiet checks a candidate may fail in all (a mark pressed by mistake)
+MANY = 10_000  # candidates above which the guided mode does not yet look at their values
+QUIET_S = 2.0  # without a mark this long, the guided mode checks that the value stayed
+LATE_S = 1.0  # a mark this soon after such a check undoes it (the person saw the change, then pressed)
 TINY = 1e-30  # a float reading this small but not 0 is an integer's bits, not a game's number
 FEW = 6  # candidates left that end the rounds (after MIN_ROUNDS)
 STALLED = 0.9  # a round that keeps more than this share of the candidates ends the rounds
@@ -88,6 +95,28 @@ def driving_profile(profile: Profile, name: str) -> Profile:
         reset=tuple(s for s in profile.reset if s.until is None or s.until.value not in missing))
 
 
+class MarkKey:
+    """A thread that notes when the mark key goes down (scans take longer than a key press)."""
+
+    def __init__(self, env: LiveEnv, key: str):
+        self.env, self.key = env, key
+
+    def start(self) -> tuple[collections.deque, threading.Event]:
+        """The queue of press times (time.monotonic()) it fills, and the event that stops it."""
+        presses, done = collections.deque(), threading.Event()
+
+        def run() -> None:
+            was_down = False
+            while not done.wait(0.01):
+                down = self.key in self.env.keys.backend.pressed({self.key})
+                if down and not was_down:
+                    presses.append(time.monotonic())
+                was_down = down
+
+        threading.Thread(target=run, name="mark-key", daemon=True).start()
+        return presses, done
+
+
 class Finder:
     """One value of one profile, found by driving the game."""
 
@@ -105,9 +134,10 @@ class Finder:
         print(f"find: {text}", file=self.out, flush=True)
 
     # --- the game -------------------------------------------------------------------------------------
-    def start(self) -> tuple[LiveEnv, object]:
+    def start(self, inject_keys: bool = True) -> tuple[LiveEnv, object]:
         """The game started (or found) and reset, and a reader of its memory."""
-        env = LiveEnv(self.driving, size=(16, 16), grayscale=True, obs="image", options=self.options)
+        env = LiveEnv(self.driving, size=(16, 16), grayscale=True, obs="image", options=self.options,
+                      inject_keys=inject_keys)
         try:
             env.reset()
             pid = env.game_pid or next(iter(find_pids(self.profile.memory_process)), None)
@@ -220,16 +250,65 @@ class Finder:
                                 f"{PUSHES} short pushes ({', '.join(steps)}): try --drive effects "
                                 "this game's value shows")
         self.say(f"pushes: {' | '.join(steps)}")
+        return self.plausible(scanner)
+
+    def guided(self, effect: str, mark_key: str, marks: int = MAX_MARKS) -> list[Chain]:
+        """A person plays (no key is sent) and presses `mark_key` each time the value does `effect`;
+        between the marks it must stay. The chains (in this run of the game) to the few left."""
+        env, reader = self.start(inject_keys=False)
+        try:
+            scanner = Scanner(reader, self.kind)
+            count = scanner.first(None)
+            self.say(f"snapshot of every {self.kind}: {count:,} candidates. Play, and press "
+                     f"{mark_key.upper()} each time {self.name} {effect} (Ctrl-C gives up)")
+            presses, done = MarkKey(env, mark_key).start()
+            marked, quiet_since = 0, time.monotonic()
+            before_quiet = None  # (when, the candidates before) the last check that the value stayed
+            try:
+                while marked < marks:
+                    if presses:
+                        pressed_at = presses.popleft()
+                        marked += 1
+                        if before_quiet is not None and pressed_at - before_quiet[0] < LATE_S:
+                            scanner.hits = before_quiet[1]  # the change came before that check
+                        count = scanner.next(effect, allowed_misses=MARK_MISSES)
+                        self.say(f"mark {marked}: {effect}: {count:,} candidates")
+                        if count == 0:
+                            raise UserError(f"no {self.kind} value {effect} at every mark: try "
+                                            "another --type, or mark the moment the game shows it")
+                        # the values read now are the next mark's baseline: a change soon after
+                        # this one (two lives lost a second apart) is not missed
+                        if marked >= 2 and count <= MANY and len(self.numbers(scanner, MANY)) <= FEW:
+                            break
+                        quiet_since, before_quiet = time.monotonic(), None
+                    elif time.monotonic() - quiet_since >= QUIET_S:  # no mark a while: it stayed
+                        before_quiet = (time.monotonic(), scanner.hits)
+                        scanner.next("unchanged", allowed_misses=MARK_MISSES)
+                        quiet_since = time.monotonic()
+                    time.sleep(0.02)
+            finally:
+                done.set()
+            found = self.plausible(scanner)
+            return self.chains(reader, found, absolute_ok=True)
+        finally:
+            reader.close()
+            env.close()
+
+    def numbers(self, scanner: Scanner, limit: int = 50) -> list[tuple[int, float]]:
+        """The candidates left that read a game's number within the value's range (a float this small
+        but not 0 is an integer's bits)."""
         floats = self.kind.startswith("f")
-        found = [(a, v) for a, v in scanner.candidates(limit=50)
-                 if np.isfinite(v) and self.low <= v <= self.high
-                 and not (floats and 0 < abs(v) < TINY)]
+        return [(a, v) for a, v in scanner.candidates(limit=limit)
+                if np.isfinite(v) and self.low <= v <= self.high and not (floats and 0 < abs(v) < TINY)]
+
+    def plausible(self, scanner: Scanner) -> list[tuple[int, float]]:
+        """numbers(), said in a line; a UserError when there are none."""
+        found = self.numbers(scanner)
         if not found:
             left = ", ".join(f"0x{a:X} = {v:g}" for a, v in scanner.candidates(limit=4))
             raise UserError(f"no candidate for {self.name} reads within its range "
                             f"[{self.low:g}, {self.high:g}] (left: {left})")
-        self.say(f"{len(found)} candidates follow the keys: "
-                 + ", ".join(f"0x{a:X} = {v:g}" for a, v in found[:8]))
+        self.say(f"{len(found)} candidates: " + ", ".join(f"0x{a:X} = {v:g}" for a, v in found[:8]))
         return found
 
     def chains(self, reader, candidates, absolute_ok: bool) -> list[Chain]:
@@ -288,3 +367,4 @@ class Finder:
             except (MemoryReadError, ProcessGone):
                 pass
         return out
+

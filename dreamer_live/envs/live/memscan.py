@@ -400,22 +400,38 @@ def find_value(args) -> int:
         raise UserError("--find needs --profile: the game's window, keys and launch come from it")
     profile = load_profile(profile_path(args.profile))
     spec = next((v for v in profile.values if v.name == args.find), None)
-    if args.drive is None and not {a for a, _ in DRIVE} <= set(profile.action_names):
-        raise UserError(f"{profile.path} has no actions named right, left and idle: say what its "
-                        "actions do to the value with --drive ACTION:EFFECT ...")
-    drive = parse_drive(args.drive or [f"{a}:{e}" for a, e in DRIVE], profile)
     kind = args.type or (spec.type if spec else "i32")
-    print(f"find: {args.find} ({kind}) of {profile.path}, driven by "
-          f"{', '.join(f'{a} -> {e}' for a, e in drive)}; reading the game's memory only (nothing "
-          "is written to it); Ctrl-C leaves the profile as it is", flush=True)
+    if args.guided:
+        if args.drive is not None:
+            raise UserError("--guided is for values you mark while you play; --drive for values the "
+                            "finder drives with the keys: give one")
+        from dreamer_live.envs.live.keys import key_name
+
+        mark = key_name(args.mark_key)
+        if mark is None or mark in {k for _, keys in profile.actions for k in keys}:
+            raise UserError(f"--mark-key {args.mark_key}: give a key the game's actions do not use "
+                            "(f8 by default)")
+        how, drive = f"you, marking with {mark.upper()} each time it {args.guided}", ()
+    else:
+        if args.drive is None and not {a for a, _ in DRIVE} <= set(profile.action_names):
+            raise UserError(f"{profile.path} has no actions named right, left and idle: say what its "
+                            "actions do to the value with --drive ACTION:EFFECT ...")
+        drive = parse_drive(args.drive or [f"{a}:{e}" for a, e in DRIVE], profile)
+        how = ", ".join(f"{a} -> {e}" for a, e in drive)
+    print(f"find: {args.find} ({kind}) of {profile.path}, driven by {how}; reading the game's "
+          "memory only (nothing is written to it); Ctrl-C leaves the profile as it is", flush=True)
     finder = Finder(profile, args.find, kind, drive, args.module, args.display, args.launch,
                     args.wait_s)
-    chains = finder.run(args.relaunches)
+    chains = finder.guided(args.guided, mark) if args.guided else finder.run(args.relaunches)
     best, survived = chains[0], chains[0].survived
-    print(f"find: {args.find}: {best.yaml()} (followed the keys in this run"
+    seen = "did as marked in this run" if args.guided else "followed the keys in this run"
+    print(f"find: {args.find}: {best.yaml()} ({seen}"
           f"{f' and {survived} relaunches' if survived else ''}"
           f"{f'; {len(chains) - 1} more chains did too' if len(chains) > 1 else ''})", flush=True)
-    for other in chains[1:4]:
+    if args.guided:
+        print("find: a marked value's chain is not checked across restarts of the game: run `python -m "
+              "dreamer_live.check` after one", flush=True)
+    for other in chains[1:6]:
         print(f"find:   also {other.yaml()}", flush=True)
     if args.write:
         write_value(profile.path, dataclasses.replace(best.spec, name=args.find))
@@ -485,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     find.add_argument("--drive", nargs="+", metavar="ACTION:EFFECT",
                       help="what each action does to the value: increased, decreased, unchanged or "
                            "changed (default right:increased left:decreased idle:unchanged)")
+    find.add_argument("--guided", metavar="EFFECT", choices=("increased", "decreased", "changed"),
+                      help="you play and press --mark-key each time the value does EFFECT (a score "
+                           "increased, lives decreased): for values the keys do not drive")
+    find.add_argument("--mark-key", default="f8", help="the key that marks a moment (default f8)")
     find.add_argument("--relaunches", type=int, default=3,
                       help="starts of the game anew a chain must survive (default 3; needs the "
                            "profile's launch.command and a game this started)")
@@ -499,8 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.find:
         return find_value(args)
-    if any(getattr(args, k) != p.get_default(k) for k in ("drive", "relaunches", "module", "write")):
-        raise UserError("--drive, --relaunches, --module and --write go with --find NAME")
+    if any(getattr(args, k) != p.get_default(k) for k in ("drive", "relaunches", "module", "write",
+                                                           "guided", "mark_key")):
+        raise UserError("--drive, --guided, --mark-key, --relaunches, --module and --write go with "
+                        "--find NAME")
     args.type = args.type or "i32"
     pid = find_pid(args)
     try:
