@@ -6,7 +6,7 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dreamer_live"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def table_paths() -> set[str]:
@@ -69,6 +69,30 @@ def test_every_relative_link_points_to_a_file():
             if path and not re.match(r"[a-z]+:", path) and not (doc.parent / path).exists():
                 missing.append((doc.name, target))
     assert not missing, f"links to nothing: {missing}"
+
+
+def headings(path: pathlib.Path) -> set[str]:
+    """The anchors of a markdown file's headings, as GitHub makes them (a repeated one gets -1, -2)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    found, seen = set(), {}
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_every_anchor_names_a_heading():
+    """Every link to a heading (page.md#anchor, #anchor) in the README and docs names one there."""
+    missing = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            path, _, anchor = target.partition("#")
+            page = doc.parent / path if path else doc
+            if anchor and not re.match(r"[a-z]+:", target) and page.suffix == ".md" and page.exists() \
+                    and anchor not in headings(page):
+                missing.append((doc.name, target))
+    assert not missing, f"anchors that name no heading: {missing}"
 
 
 def test_readme_is_at_most_350_lines():
