@@ -27,7 +27,7 @@ from dreamer_live.envs.live.memory import (
     process_name,
     read_value,
 )
-from dreamer_live.envs.live.memscan import Scanner, pointer_paths
+from dreamer_live.envs.live.memscan import Scanner, Statics, pointer_paths
 from dreamer_live.envs.live.profile import Profile, ValueSpec
 from dreamer_live.errors import UserError
 
@@ -317,10 +317,12 @@ class Finder:
         module = self.module or (self.profile.memory_process or self.profile.process
                                  if sys.platform == "win32" else process_name(reader.pid))
         began = time.perf_counter()
-        chains, seen = [], set()
+        chains, seen, statics = [], set(), Statics(reader)
         for address, _ in candidates:
-            for mod, offset, offsets in pointer_paths(reader, address, DEPTH, MAX_OFFSET,
-                                                      CHAINS_PER_CANDIDATE, module):
+            static = statics.owner(address)  # a static itself: the module and offset are the chain
+            found = [(*static, [])] if static and static[0] == module else []
+            for mod, offset, offsets in found + pointer_paths(reader, address, DEPTH, MAX_OFFSET,
+                                                              CHAINS_PER_CANDIDATE, module):
                 key = (mod, offset, tuple(offsets))
                 if key not in seen:
                     seen.add(key)

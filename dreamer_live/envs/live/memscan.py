@@ -428,11 +428,11 @@ def find_value(args) -> int:
     print(f"find: {args.find}: {best.yaml()} ({seen}"
           f"{f' and {survived} relaunches' if survived else ''}"
           f"{f'; {len(chains) - 1} more chains did too' if len(chains) > 1 else ''})", flush=True)
+    for other in chains[1:6]:
+        print(f"find:   also {other.yaml()}", flush=True)
     if args.guided:
         print("find: a marked value's chain is not checked across restarts of the game: run `python -m "
               "dreamer_live.check` after one", flush=True)
-    for other in chains[1:6]:
-        print(f"find:   also {other.yaml()}", flush=True)
     if args.write:
         write_value(profile.path, dataclasses.replace(best.spec, name=args.find))
         print(f"find: written into {profile.path} as memory.values.{args.find}", flush=True)
