@@ -83,6 +83,19 @@ def replay_steps(logdir) -> dict[str, int]:
     return found
 
 
+def watching(run, text, seen: set[int]):
+    """poll(what, predicate, timeout) for a `run` process: each poll notes its processes in `seen`
+    and fails at once, with its output, when it has exited."""
+    def running(what, predicate, timeout):
+        def check():
+            seen.update(descendants(run.pid))
+            if run.poll() is not None:
+                pytest.fail(f"{what}: the run exited with {run.returncode}:\n{text()[-4000:]}")
+            return predicate()
+        return poll(what, check, timeout, interval=0.5)
+    return running
+
+
 def listening(pids) -> set[str]:
     """The addresses on which the processes `pids` listen for TCP connections (IPv4 and IPv6)."""
     import ipaddress
@@ -133,13 +146,7 @@ def test_local_cluster_restarts_killed_actors_and_learner_and_stops_cleanly(tmp_
     seen: set[int] = set()
     joined = None
 
-    def running(what, predicate, timeout):
-        def check():
-            seen.update(descendants(run.pid))
-            if run.poll() is not None:
-                pytest.fail(f"{what}: the run exited with {run.returncode}:\n{text()[-4000:]}")
-            return predicate()
-        return poll(what, check, timeout, interval=0.5)
+    running = watching(run, text, seen)
 
     def learner(since=0.0):
         return [r for r in metricslib.read_lines(logdir / "metrics.jsonl", "learner")
@@ -272,13 +279,7 @@ def test_the_clusters_head_killed_ends_the_run_in_one_line_with_every_step_kept(
                            *common)
     joined, seen = None, set()
 
-    def running(what, predicate, timeout):
-        def check():
-            seen.update(descendants(run.pid))
-            if run.poll() is not None:
-                pytest.fail(f"{what}: the run exited with {run.returncode}:\n{text()[-4000:]}")
-            return predicate()
-        return poll(what, check, timeout, interval=0.5)
+    running = watching(run, text, seen)
 
     try:
         address = running("the run's join hint", lambda: re.search(
