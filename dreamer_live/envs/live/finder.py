@@ -27,12 +27,11 @@ from dreamer_live.envs.live.memory import (
     process_name,
     read_value,
 )
-from dreamer_live.envs.live.memscan import Scanner, Statics, pointer_paths
+from dreamer_live.envs.live.memscan import CHANGES, Scanner, Statics, pointer_paths
 from dreamer_live.envs.live.profile import Profile, ValueSpec
 from dreamer_live.errors import UserError
 
 DRIVE = (("right", "increased"), ("left", "decreased"), ("idle", "unchanged"))
-EFFECTS = ("increased", "decreased", "unchanged", "changed")
 HOLD_S = 0.4  # each drive step holds its keys this long before the scan
 SETTLE_S = 0.6  # after the keys are released, for the game to come to rest before the next step
 PUSHES, PUSH_S = 3, 0.1  # the last check: short pushes in a row, each must show the effect
@@ -74,8 +73,8 @@ def parse_drive(words: list[str], profile: Profile) -> tuple[tuple[str, str], ..
         if action not in profile.action_names:
             raise UserError(f"--drive {word}: {profile.path} has no action {action!r} (actions: "
                             f"{', '.join(profile.action_names)})")
-        if effect not in EFFECTS:
-            raise UserError(f"--drive {word}: the effect must be one of {', '.join(EFFECTS)}")
+        if effect not in CHANGES:
+            raise UserError(f"--drive {word}: the effect must be one of {', '.join(CHANGES)}")
         drive.append((action, effect))
     if not any(effect != "unchanged" for _, effect in drive):
         raise UserError("--drive needs an action that moves the value (increased, decreased or "
@@ -95,26 +94,21 @@ def driving_profile(profile: Profile, name: str) -> Profile:
         reset=tuple(s for s in profile.reset if s.until is None or s.until.value not in missing))
 
 
-class MarkKey:
-    """A thread that notes when the mark key goes down (scans take longer than a key press)."""
+def mark_presses(env: LiveEnv, key: str) -> tuple[collections.deque, threading.Event]:
+    """A thread noting when `key` goes down (a scan takes longer than a key press): the queue of
+    press times (time.monotonic()) it fills, and the event that stops it."""
+    presses, done = collections.deque(), threading.Event()
 
-    def __init__(self, env: LiveEnv, key: str):
-        self.env, self.key = env, key
+    def run() -> None:
+        was_down = False
+        while not done.wait(0.01):
+            down = key in env.keys.backend.pressed({key})
+            if down and not was_down:
+                presses.append(time.monotonic())
+            was_down = down
 
-    def start(self) -> tuple[collections.deque, threading.Event]:
-        """The queue of press times (time.monotonic()) it fills, and the event that stops it."""
-        presses, done = collections.deque(), threading.Event()
-
-        def run() -> None:
-            was_down = False
-            while not done.wait(0.01):
-                down = self.key in self.env.keys.backend.pressed({self.key})
-                if down and not was_down:
-                    presses.append(time.monotonic())
-                was_down = down
-
-        threading.Thread(target=run, name="mark-key", daemon=True).start()
-        return presses, done
+    threading.Thread(target=run, name="mark-key", daemon=True).start()
+    return presses, done
 
 
 class Finder:
@@ -261,7 +255,7 @@ class Finder:
             count = scanner.first(None)
             self.say(f"snapshot of every {self.kind}: {count:,} candidates. Play, and press "
                      f"{mark_key.upper()} each time {self.name} {effect} (Ctrl-C gives up)")
-            presses, done = MarkKey(env, mark_key).start()
+            presses, done = mark_presses(env, mark_key)
             marked, quiet_since = 0, time.monotonic()
             before_quiet = None  # (when, the candidates before) the last check that the value stayed
             try:
@@ -352,11 +346,8 @@ class Finder:
             self.hold(env, action, HOLD_S)
             after = self.read(reader, kept)
             self.release(env)
-            kept = [c for c in kept if c.spec.name in before and c.spec.name in after and {
-                "increased": after[c.spec.name] > before[c.spec.name],
-                "decreased": after[c.spec.name] < before[c.spec.name],
-                "unchanged": after[c.spec.name] == before[c.spec.name],
-                "changed": after[c.spec.name] != before[c.spec.name]}[effect]]
+            kept = [c for c in kept if c.spec.name in before and c.spec.name in after
+                    and CHANGES[effect](after[c.spec.name], before[c.spec.name])]
         return kept
 
     @staticmethod

@@ -43,7 +43,10 @@ from dreamer_live.errors import UserError
 DTYPES = {name: np.dtype(fmt) for name, fmt in TYPES.items()}
 PIECE = 64 << 20  # regions are read in pieces of at most this many bytes
 FEW = 4096  # below this many candidates in a region, read them one by one instead of the region
-NEXT_OPS = ("increased", "decreased", "unchanged", "changed", "equal")
+# What a value did between two readings (now, before): the scans' and the finder's one rule
+CHANGES = {"increased": np.greater, "decreased": np.less, "unchanged": np.equal,
+           "changed": np.not_equal}
+NEXT_OPS = (*CHANGES, "equal")
 NEXT_ALIASES = {"same": "unchanged", "=": "equal", "equals": "equal", "inc": "increased",
                 "dec": "decreased"}
 
@@ -174,10 +177,8 @@ class Scanner:
             if value is None:
                 raise UserError("equal needs a value: equal 42")
             target, tol = parse_number(value, self.kind), tolerance(value, self.kind)
-        return self._keep(lambda now, old: {
-            "increased": lambda: now > old, "decreased": lambda: now < old,
-            "unchanged": lambda: now == old, "changed": lambda: now != old,
-            "equal": lambda: self._equal(now, target, tol)}[op](), allowed_misses)
+        test = (lambda now, old: self._equal(now, target, tol)) if op == "equal" else CHANGES[op]
+        return self._keep(test, allowed_misses)
 
     def refresh(self) -> int:
         """Read every candidate's value again, keeping them all: the next scan compares with now."""
