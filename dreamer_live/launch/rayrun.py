@@ -35,7 +35,7 @@ from dreamer_live.launch.status import STOP_GRACE_S, STOP_SIGNALS, Status
 from dreamer_live.learner.loop import run_learner
 from dreamer_live.metrics import NO_STATUS_ENV, MetricsTail
 from dreamer_live.process import StopFlag, descendants, kill_leftovers, say, start_times
-from dreamer_live.replay.chunk import list_chunks
+from dreamer_live.replay.chunk import folder_steps
 from dreamer_live.transport import raycluster, silent_after_s
 
 RESTOP_S = 1.0  # while stopping, loops still running are asked again this often
@@ -247,7 +247,7 @@ class RayRun:
         """What a lost head left: the steps kept, where the unshipped ones wait, how to go on."""
         from dreamer_live.transport import raylink  # imports Ray
 
-        kept = sum(name.length for name in list_chunks(self.logdir / "replay").values())
+        kept = folder_steps(self.logdir / "replay")
         waiting = sum(raylink.steps_waiting(self.config, self.logdir, self.config.actor.id + k)
                       for k in range(self.config.ray.actors))
         lost = ("; a loop that did not stop in time lost what it held in memory (an actor: its "

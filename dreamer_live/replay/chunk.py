@@ -193,3 +193,8 @@ def list_chunks(directory: pathlib.Path, known: set[str] | frozenset = frozenset
         return {}
     parsed = {name: ChunkName.parse(name) for name in names}
     return {name: fields for name, fields in parsed.items() if fields is not None}
+
+
+def folder_steps(directory: pathlib.Path) -> int:
+    """The steps of the chunk files in `directory` (by their names; 0 if the folder is missing)."""
+    return sum(name.length for name in list_chunks(directory).values())

@@ -43,7 +43,14 @@ from dreamer_live.atomic import write_atomic
 from dreamer_live.cli import cache_dir
 from dreamer_live.metrics import MetricsTail
 from dreamer_live.replay import Writer
-from dreamer_live.replay.chunk import ChunkError, ChunkName, list_chunks, read_regular, written_order
+from dreamer_live.replay.chunk import (
+    ChunkError,
+    ChunkName,
+    folder_steps,
+    list_chunks,
+    read_regular,
+    written_order,
+)
 from dreamer_live.transport import sync
 
 log = logging.getLogger("dreamer_live.ray")
@@ -375,7 +382,7 @@ def outbox_dir(config, logdir: pathlib.Path, writer_id: int | str) -> pathlib.Pa
 
 def steps_waiting(config, logdir: pathlib.Path, writer_id: int | str) -> int:
     """The steps of the chunks waiting in an actor's outbox on this machine (outbox_dir)."""
-    return sum(name.length for name in list_chunks(outbox_dir(config, logdir, writer_id)).values())
+    return folder_steps(outbox_dir(config, logdir, writer_id))
 
 
 class Link:

@@ -49,20 +49,12 @@ CHAINS_PER_CANDIDATE = 10
 DEPTH, MAX_OFFSET = 3, 4096
 
 
-@dataclasses.dataclass
-class Chain:
-    """A pointer chain found to a candidate, and the relaunches it survived."""
-
-    spec: ValueSpec
-    survived: int = 0
-
-    def yaml(self) -> str:
-        """The chain as a profile's memory value (flow style, hex)."""
-        if self.spec.module is None:
-            return f"{{address: 0x{self.spec.address:X}, type: {self.spec.type}}}"
-        offsets = ", ".join(f"0x{o:X}" for o in self.spec.offsets)
-        return (f"{{module: {self.spec.module}, offset: 0x{self.spec.offset:X}, offsets: "
-                f"[{offsets}], type: {self.spec.type}}}")
+def as_yaml(spec: ValueSpec) -> str:
+    """A found value's location as a profile's memory value (flow style, hex)."""
+    if spec.module is None:
+        return f"{{address: 0x{spec.address:X}, type: {spec.type}}}"
+    offsets = ", ".join(f"0x{o:X}" for o in spec.offsets)
+    return f"{{module: {spec.module}, offset: 0x{spec.offset:X}, offsets: [{offsets}], type: {spec.type}}}"
 
 
 def parse_drive(words: list[str], profile: Profile) -> tuple[tuple[str, str], ...]:
@@ -122,6 +114,7 @@ class Finder:
         self.driving = driving_profile(profile, name)
         spec = next((v for v in profile.values if v.name == name), None)
         self.low, self.high = (spec.low, spec.high) if spec else (-np.inf, np.inf)
+        self.relaunched = 0  # relaunches every chain found so far has survived
 
     def say(self, text: str) -> None:
         """One line of progress."""
@@ -163,9 +156,9 @@ class Finder:
             time.sleep(SETTLE_S)
 
     # --- the steps ------------------------------------------------------------------------------------
-    def run(self, relaunches: int) -> list[Chain]:
-        """Find the candidates and their chains, check them over `relaunches` new starts of the game;
-        the chains that survived every one, best first."""
+    def run(self, relaunches: int) -> list[ValueSpec]:
+        """Find the candidates and their chains, check them over `relaunches` new starts of the game
+        (counted in self.relaunched); the chains that survived every one, best first."""
         began = time.monotonic()
         env, reader = self.start()
         try:
@@ -183,8 +176,7 @@ class Finder:
             env, reader = self.start()
             try:
                 chains = self.following(env, reader, chains)
-                for c in chains:
-                    c.survived = k
+                self.relaunched = k
             finally:
                 reader.close()
                 env.close()
@@ -204,9 +196,8 @@ class Finder:
         count = scanner.first(None)
         self.say(f"snapshot of every {self.kind} in {scanner.bytes_scanned / 1e6:.0f} MB of the "
                  f"game's memory: {count:,} candidates ({time.perf_counter() - began:.1f} s)")
-        counts = [count]
         for round_ in range(1, MAX_ROUNDS + 1):
-            steps = []
+            steps, before = [], count
             for action, effect in self.drive:
                 scanner.refresh()
                 self.hold(env, action, HOLD_S)
@@ -222,9 +213,8 @@ class Finder:
                         f"({', '.join(steps)}): try another --type (i32 or f64), or --drive effects "
                         "that this game's value shows")
             self.say(f"round {round_}: {' | '.join(steps)}")
-            if round_ >= MIN_ROUNDS and (count <= FEW or count > STALLED * counts[-1]):
+            if round_ >= MIN_ROUNDS and (count <= FEW or count > STALLED * before):
                 break  # few left, or a round that removed hardly any: the pushes tell the rest
-            counts.append(count)
         # Short pushes in a row, each scanned while the keys are held: a position moves on at every
         # one, while what only happens to change with it (a pixel the object passes) comes and goes.
         steps = []
@@ -246,7 +236,7 @@ class Finder:
         self.say(f"pushes: {' | '.join(steps)}")
         return self.plausible(scanner)
 
-    def guided(self, effect: str, mark_key: str, marks: int = MAX_MARKS) -> list[Chain]:
+    def guided(self, effect: str, mark_key: str, marks: int = MAX_MARKS) -> list[ValueSpec]:
         """A person plays (no key is sent) and presses `mark_key` each time the value does `effect`;
         between the marks it must stay. The chains (in this run of the game) to the few left."""
         env, reader = self.start(inject_keys=False)
@@ -305,7 +295,7 @@ class Finder:
         self.say(f"{len(found)} candidates: " + ", ".join(f"0x{a:X} = {v:g}" for a, v in found[:8]))
         return found
 
-    def chains(self, reader, candidates, absolute_ok: bool) -> list[Chain]:
+    def chains(self, reader, candidates, absolute_ok: bool) -> list[ValueSpec]:
         """Pointer chains from the game's module to the candidates, shortest first; with none and
         absolute_ok, the candidates' addresses (good until the game starts again)."""
         module = self.module or (self.profile.memory_process or self.profile.process
@@ -320,25 +310,24 @@ class Finder:
                 key = (mod, offset, tuple(offsets))
                 if key not in seen:
                     seen.add(key)
-                    chains.append(Chain(ValueSpec(f"{self.name}#{len(chains)}", self.kind,
-                                                  module=mod, offset=offset,
-                                                  offsets=tuple(offsets), low=self.low,
-                                                  high=self.high)))
+                    chains.append(ValueSpec(f"{self.name}#{len(chains)}", self.kind, module=mod,
+                                            offset=offset, offsets=tuple(offsets), low=self.low,
+                                            high=self.high))
         self.say(f"{len(chains)} pointer chains from {module}'s statics to them "
                  f"(depth {DEPTH}, offsets up to {MAX_OFFSET}; {time.perf_counter() - began:.1f} s)")
         if not chains and absolute_ok:
             self.say("no chain: the candidates' own addresses, good only until the game starts "
                      "again (a chain needs --module, or a deeper scan)")
-            return [Chain(ValueSpec(f"{self.name}#{i}", self.kind, address=address, low=self.low,
-                                    high=self.high)) for i, (address, _) in enumerate(candidates)]
+            return [ValueSpec(f"{self.name}#{i}", self.kind, address=address, low=self.low,
+                              high=self.high) for i, (address, _) in enumerate(candidates)]
         if not chains:
             raise UserError(f"no pointer chain from {module}'s statics reaches a candidate within "
                             f"{DEPTH} steps: try --module (the game's own executable or library), "
                             "or --relaunches 0 for the address this run of the game has")
-        chains.sort(key=lambda c: (len(c.spec.offsets), sum(c.spec.offsets)))
+        chains.sort(key=lambda c: (len(c.offsets), sum(c.offsets)))
         return chains
 
-    def following(self, env: LiveEnv, reader, chains: list[Chain]) -> list[Chain]:
+    def following(self, env: LiveEnv, reader, chains: list[ValueSpec]) -> list[ValueSpec]:
         """The chains whose values do what the drive asks at every step (all read at once)."""
         kept = list(chains)
         for action, effect in self.drive:
@@ -346,17 +335,17 @@ class Finder:
             self.hold(env, action, HOLD_S)
             after = self.read(reader, kept)
             self.release(env)
-            kept = [c for c in kept if c.spec.name in before and c.spec.name in after
-                    and CHANGES[effect](after[c.spec.name], before[c.spec.name])]
+            kept = [c for c in kept if c.name in before and c.name in after
+                    and CHANGES[effect](after[c.name], before[c.name])]
         return kept
 
     @staticmethod
-    def read(reader, chains: list[Chain]) -> dict[str, float]:
-        """Each chain's reading by its spec's name (those that cannot be read left out)."""
+    def read(reader, chains: list[ValueSpec]) -> dict[str, float]:
+        """Each chain's reading by its name (those that cannot be read left out)."""
         out = {}
         for c in chains:
             try:
-                out[c.spec.name] = read_value(c.spec, reader)
+                out[c.name] = read_value(c, reader)
             except (MemoryReadError, ProcessGone):
                 pass
         return out

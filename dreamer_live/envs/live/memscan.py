@@ -394,7 +394,7 @@ class Session:
 
 def find_value(args) -> int:
     """--profile P --find NAME: find the value by driving the game; print or write its chain."""
-    from dreamer_live.envs.live.finder import DRIVE, Finder, parse_drive
+    from dreamer_live.envs.live.finder import DRIVE, Finder, as_yaml, parse_drive
     from dreamer_live.envs.live.profile import load_profile, profile_path, write_value
 
     if not args.profile:
@@ -424,18 +424,18 @@ def find_value(args) -> int:
     finder = Finder(profile, args.find, kind, drive, args.module, args.display, args.launch,
                     args.wait_s)
     chains = finder.guided(args.guided, mark) if args.guided else finder.run(args.relaunches)
-    best, survived = chains[0], chains[0].survived
+    best, survived = chains[0], finder.relaunched
     seen = "did as marked in this run" if args.guided else "followed the keys in this run"
-    print(f"find: {args.find}: {best.yaml()} ({seen}"
+    print(f"find: {args.find}: {as_yaml(best)} ({seen}"
           f"{f' and {survived} relaunches' if survived else ''}"
           f"{f'; {len(chains) - 1} more chains did too' if len(chains) > 1 else ''})", flush=True)
     for other in chains[1:6]:
-        print(f"find:   also {other.yaml()}", flush=True)
+        print(f"find:   also {as_yaml(other)}", flush=True)
     if args.guided:
         print("find: a marked value's chain is not checked across restarts of the game: run `python -m "
               "dreamer_live.check` after one", flush=True)
     if args.write:
-        write_value(profile.path, dataclasses.replace(best.spec, name=args.find))
+        write_value(profile.path, dataclasses.replace(best, name=args.find))
         print(f"find: written into {profile.path} as memory.values.{args.find}", flush=True)
     return 0
 
@@ -449,7 +449,7 @@ def find_pid(args) -> int:
 
         profile = load_profile(profile_path(args.profile))
         args.process = profile.memory_process or profile.process
-        args.window = args.window or profile.title
+        args.window = profile.title
         if not (args.process or args.window):
             raise UserError(f"{profile.path} names neither a process nor a window title to scan")
     if args.process:
