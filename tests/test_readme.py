@@ -98,3 +98,106 @@ def test_every_anchor_names_a_heading():
 def test_readme_is_at_most_350_lines():
     """README.md stays short: at most 350 lines."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 350
+
+
+HELP_SCRIPT = """
+import contextlib, io, json, os, runpy, sys
+out = {}
+sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
+for target in sys.argv[1:]:
+    sys.argv = [target, "--help"]
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
+        if target.endswith(".py"):
+            runpy.run_path(target, run_name="__main__")
+        else:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    out[target] = text.getvalue()
+print(json.dumps(out))
+"""
+
+
+def code_lines(doc: pathlib.Path) -> list[str]:
+    """The lines of a page's code blocks (fenced, or indented 4 spaces after a blank line), each
+    with its backslash continuations joined."""
+    lines, inside, indented, previous = [], False, False, ""
+    for line in doc.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        elif inside or (line.startswith("    ") and (indented or not previous.strip())):
+            lines.append(line.strip())
+        indented = line.startswith("    ") and (indented or not previous.strip()) and not inside
+        previous = line
+    joined = []
+    for line in lines:
+        if joined and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + line
+        else:
+            joined.append(line)
+    return joined
+
+
+def guide_commands() -> list[tuple[str, str, list[str]]]:
+    """(page, command, its arguments) for every `python -m dreamer_live.X` and `bench/X.py` in the
+    README's and the docs' code blocks; after `--` a bench's arguments are dreamer_live.run's."""
+    import shlex
+
+    found = []
+    for doc in DOCS:
+        for line in code_lines(doc):
+            try:
+                tokens = [t.strip("[]") for t in shlex.split(line.replace("\\", "/"), comments=True)]
+            except ValueError:
+                continue
+            for i, token in enumerate(tokens):
+                if token == "-m" and i + 1 < len(tokens) and re.fullmatch(r"dreamer_live(\.\w+)+", tokens[i + 1]):
+                    command, args = tokens[i + 1], tokens[i + 2:]
+                elif re.fullmatch(r"(.*/)?bench/\w+\.py", token):
+                    command, args = "bench/" + token.rsplit("/", 1)[1], tokens[i + 1:]
+                else:
+                    continue
+                args = [a for a in args if a not in ("...", "")]
+                for stop in ("|", "&&", ";", ">", "2>&1"):
+                    args = args[:args.index(stop)] if stop in args else args
+                if "--" in args:
+                    cut = args.index("--")
+                    found.append((doc.name, "dreamer_live.run", args[cut + 1:]))
+                    args = args[:cut]
+                found.append((doc.name, command, args))
+                break
+    return found
+
+
+def test_every_guide_command_takes_its_flags():
+    """Every flag of every command in the README's and the docs' code blocks is one its --help
+    names, or a config key of defaults.yaml (--section.key); every --configs name is a preset."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from dreamer_live import config as configlib
+
+    commands = guide_commands()
+    assert len({c for _, c, _ in commands}) > 10
+    targets = sorted({c if c.startswith("dreamer_live.") else str(ROOT / c) for _, c, _ in commands})
+    result = subprocess.run([sys.executable, "-c", HELP_SCRIPT, *targets], cwd=ROOT, capture_output=True,
+                            text=True, timeout=240, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    helps = {pathlib.Path(k).name if k.endswith(".py") else k: v for k, v in json.loads(result.stdout).items()}
+    defaults, presets = configlib.defaults().flat(), set(configlib.presets())
+    free = [k for k, v in defaults.items() if isinstance(v, dict)]  # env.kwargs: any key below it
+    wrong = []
+    for doc, command, args in commands:
+        text = helps[command.removeprefix("bench/")]
+        assert "usage:" in text, f"{command} --help printed no usage"
+        flags = [a.split("=", 1)[0] for a in args if a.startswith("--")]
+        wrong += [(doc, command, f) for f in flags
+                  if f not in text.replace("[", " ").replace("]", " ").split(" ")
+                  and f[2:] not in defaults and not any(f[2:].startswith(k + ".") for k in free)]
+        if "--configs" in args:
+            names = args[args.index("--configs") + 1:]
+            names = names[:next((i for i, n in enumerate(names) if n.startswith("-")), len(names))]
+            wrong += [(doc, command, n) for n in names if n not in presets and not n.endswith(".yaml")
+                      and n.upper() != n]
+    assert not wrong, f"flags or presets a command does not take: {wrong}"
