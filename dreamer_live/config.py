@@ -219,13 +219,31 @@ _RULE_RE = re.compile(r"#\s*(?:([\[(])\s*([^,\s]+)\s*,\s*([^\])\s]+)\s*([\])])|\
 _KEY_RE = re.compile(r"^( *)([A-Za-z_][A-Za-z0-9_]*):(.*)$")
 
 
+@dataclasses.dataclass(frozen=True)
+class Documented:
+    """One key of defaults.yaml as the file writes it: its default's text and its comments."""
+
+    name: str
+    value: str  # the default as written ("" for a section)
+    comment: str  # the end-of-line comment with its continuation lines
+    note: str  # comment lines above the key
+
+
 @functools.lru_cache(maxsize=None)
-def rules() -> dict[str, Rule]:
-    """Dotted key -> Rule, from the comments that start with [a, b] or {x, y} in defaults.yaml."""
-    found, parents = {}, []  # parents: (indent, name) of the enclosing sections
+def documented() -> tuple[Documented, ...]:
+    """Every key and section of defaults.yaml in file order, with the comments that document it."""
+    found, parents, note = [], [], []  # parents: (indent, name) of the enclosing sections
     for line in (CONFIG_DIR / "defaults.yaml").read_text().splitlines():
         match = _KEY_RE.match(line)
         if not match:
+            text = line.strip()
+            if text.startswith("#") and found and len(line) - len(line.lstrip()) >= 20:
+                last = found[-1]  # a continuation of the key above's comment, aligned under it
+                found[-1] = dataclasses.replace(last, comment=f"{last.comment} {text[1:].strip()}")
+            elif text.startswith("#") and parents:  # a note on the key below (the file's header has no parent)
+                note.append(text[1:].strip())
+            elif not text.startswith("#"):
+                note = []
             continue
         indent, key, rest = len(match.group(1)), match.group(2), match.group(3)
         while parents and parents[-1][0] >= indent:
@@ -234,13 +252,23 @@ def rules() -> dict[str, Rule]:
         value, _, comment = rest.partition(" #")
         if not value.strip():
             parents.append((indent, key))
-        rule = _RULE_RE.match("#" + comment) if comment else None
+        found.append(Documented(name, value.strip(), comment.strip(), " ".join(note)))
+        note = []
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=None)
+def rules() -> dict[str, Rule]:
+    """Dotted key -> Rule, from the comments that start with [a, b] or {x, y} in defaults.yaml."""
+    found = {}
+    for key in documented():
+        rule = _RULE_RE.match("#" + key.comment) if key.comment else None
         if rule and rule.group(5) is not None:
             choices = tuple(c.strip().strip('"') for c in rule.group(5).split(","))
-            found[name] = Rule(rule.group(0)[1:].strip(), choices=choices)
+            found[key.name] = Rule(rule.group(0)[1:].strip(), choices=choices)
         elif rule:
             opening, low, high, closing = rule.group(1, 2, 3, 4)
-            found[name] = Rule(rule.group(0)[1:].strip(), interval=(
+            found[key.name] = Rule(rule.group(0)[1:].strip(), interval=(
                 float(low), float(high), opening == "(", closing == ")"))
     return found
 

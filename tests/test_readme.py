@@ -201,3 +201,11 @@ def test_every_guide_command_takes_its_flags():
             wrong += [(doc, command, n) for n in names if n not in presets and not n.endswith(".yaml")
                       and n.upper() != n]
     assert not wrong, f"flags or presets a command does not take: {wrong}"
+
+
+def test_the_config_reference_is_current():
+    """docs/reference/config.md is what tests/reference_pages.py draws from defaults.yaml."""
+    from reference_pages import CONFIG_PAGE, config_reference
+
+    assert CONFIG_PAGE.read_text() == config_reference(), \
+        "docs/reference/config.md is out of date: run python tests/reference_pages.py"
