@@ -100,7 +100,7 @@ class Game:
 
 def plain_theme_home(home: pathlib.Path) -> None:
     """LBreakout2's settings in `home` with a theme of six flat dark backgrounds, the game's four
-    themes then this one (docs/live-games.md, Your own game, step 5: on its textured ones the world
+    themes then this one (docs/howto/own-game.md, step 5: on its textured ones the world
     model leaves the ball out). The game's settings file is `key»value` lines; it fills in the rest."""
     from PIL import Image
     themes = home / ".lgames" / "lbreakout2-themes" / "Plain"

@@ -181,7 +181,8 @@ XLA_CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_IND
 # rewrite (each large reduction split in windows of 32, for its rounding: a few hundred more kernels
 # to compile in a train step), LLVM module splitting (one module, not 32): test_agent's train step
 # on 64x64 images, XLA's compile 7.3 -> 4.7 s; and XLA's HLO verifier, its check of its own passes'
-# output after each pipeline (~11% of a compile; docs/testing.md).
+# output after each pipeline (~11% of a compile;
+# docs/experiments/2026-11-30-test-suite-time-slow-cpu.md).
 QUICK_COMPILE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false",
                            "--xla_disable_hlo_passes=tree_reduction_rewriter,hlo-verifier",
                            "--xla_cpu_parallel_codegen_split_count=1")
@@ -215,7 +216,8 @@ def setup_jax(config: configlib.Config) -> None:
 
     # Tracing a program allocates many short-lived objects, and each of Python's full collections
     # also scanned the ~100k objects the imports left: frozen, they are skipped, and collections
-    # come less often (an actor's start -15% of CPU, a learner's -9%: docs/testing.md).
+    # come less often (an actor's start -15% of CPU, a learner's -9%:
+    # docs/experiments/2026-11-30-test-suite-time-slow-cpu.md).
     gc.freeze()
     gc.set_threshold(50_000)
 

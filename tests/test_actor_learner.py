@@ -39,7 +39,8 @@ COMMON = ["--configs", "debug", "--run.quiet", "true", "--run.log_every", "1",
 # A swap's tick ends within its tick (so it delays no later one) and the ticks after it are late by less
 # than one; a pause on the tick path, such as a recompile (compiles_after_warmup counts those too), costs
 # several. Not half a tick: on a CPU made 1.8x slower (bench/slow_cpu.py --share 0.45) and loaded by the
-# suite, ordinary ticks' work reached 30 ms and a swap tick's 27.6 ms (docs/testing.md).
+# suite, ordinary ticks' work reached 30 ms and a swap tick's 27.6 ms
+# (docs/experiments/2026-11-30-test-suite-time-slow-cpu.md).
 SWAP_BOUND_MS = 1000 / HZ
 
 

@@ -136,17 +136,17 @@ AGENT_KEYS = ("agent.", "batch_size", "batch_length", "run.train_ratio", "run.pr
 KEPT_ROW = re.compile(r"^\| `([a-z0-9_]+)` \| `([a-z0-9_.]+)` \| [^|]+ \| [^|]*\S[^|]* \|$")
 
 
+def names_a_game(name: str) -> bool:
+    """Whether preset `name`, or a preset it builds on, sets env.name."""
+    body = config.presets()[name] or {}
+    return "name" in (body.get("env") or {}) or any(names_a_game(b) for b in body.get("base") or [])
+
+
 def test_a_game_preset_sets_agent_keys_only_with_a_measured_reason():
     docs = (config.CONFIG_DIR.parents[1] / "docs" / "games.md").read_text()
     section = docs.split("## Settings a game keeps", 1)[1].split("\n## ", 1)[0]
     kept = {m.groups() for line in section.splitlines() if (m := KEPT_ROW.match(line.strip()))}
     table = config.presets()
-
-    def names_a_game(name: str) -> bool:  # it, or a preset it builds on, sets env.name
-        body = table[name] or {}
-        bases = body.get("base") or []
-        return "name" in (body.get("env") or {}) or any(names_a_game(b) for b in bases)
-
     found = set()
     for name, body in table.items():
         if not names_a_game(name):
@@ -157,3 +157,44 @@ def test_a_game_preset_sets_agent_keys_only_with_a_measured_reason():
     assert found <= kept, f"game presets set agent keys with no row in docs/games.md: {sorted(found - kept)}"
     assert kept <= found, f"docs/games.md names settings no preset sets: {sorted(kept - found)}"
     assert ("supertux", "agent.opt.lr") in found  # the rule sees the keys it is about
+
+
+# Presets that ask more than 4x what their machine was measured to give, each with its reason in
+# docs/tuning.md: 64x64 frames, whose one-pixel objects a smaller frame loses.
+ASK_MORE = {"monsterkong_pixels", "catcher_live", "lbreakout2"}
+RATE_ROW = re.compile(r"^\| (`[^|]+) \| [^|]+ \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)[^|]* \|$")
+
+
+def asked_updates(cfg) -> float:
+    """Learner updates per second a config asks: decisions per second x train ratio / batch steps."""
+    return cfg.actor.hz / cfg.env.action_repeat * cfg.run.train_ratio / (cfg.batch_size * cfg.batch_length)
+
+
+def test_every_live_preset_asks_what_its_machine_gives():
+    """docs/tuning.md's tables name every live preset once per machine (a 2-core CPU; a GPU with
+    gpu_learner for the pixel ones), with the updates/s its config asks, between a quarter of and 4x
+    the measured rate (ASK_MORE excepted, and only they ask more)."""
+    docs = (config.CONFIG_DIR.parents[1] / "docs" / "tuning.md").read_text()
+    live = {name for name in config.presets() if names_a_game(name)
+            and (lambda c: c.env.name == "live" or c.env.clock == "realtime")(config.resolve([name]))}
+    assert {"catcher", "supertux", "lbreakout2_state", "catcher_live"} <= live
+    images = {name for name in live if config.resolve([name]).env.obs == "image"}
+    for machine, heading, wanted, extra in (("cpu", "### On 2 CPU cores", live, []),
+                                            ("gpu", "### On a GPU", images, ["gpu_learner"])):
+        section = docs.split(heading, 1)[1].split("\n#", 1)[0]
+        named, over = [], set()
+        for line in section.splitlines():
+            if not (m := RATE_ROW.match(line.strip())):
+                continue
+            measured, asked = float(m.group(2)), float(m.group(3))
+            for name in re.findall(r"`([a-z0-9_]+)`", m.group(1)):
+                if name == "gpu_learner":
+                    continue
+                named.append(name)
+                got = asked_updates(config.resolve([name, *extra]))
+                assert abs(got - asked) < 0.01, f"{machine}: {name} asks {got:.2f} updates/s, the table {asked}"
+                assert got >= measured / 4, f"{machine}: {name} asks {got:.2f}, under a quarter of {measured}"
+                if got > 4 * measured:
+                    over.add(name)
+        assert sorted(named) == sorted(wanted), f"{machine}: rows name {sorted(named)}, live presets {sorted(wanted)}"
+        assert over == (ASK_MORE if machine == "cpu" else set()), f"{machine}: asking more than 4x: {over}"

@@ -21,7 +21,8 @@ SHARED_RUNS = {"test_viz": "run_dir", "test_eval": "run_dir",
                "test_offline": "actor_run", "test_devices": "actor_run"}
 
 # The groups that take longest (wall seconds on 3 workers, the CPU made 1.8x slower by
-# bench/slow_cpu.py --share 0.45, compile cache empty, 2026-11-29: 283 ... 61 s; docs/testing.md),
+# bench/slow_cpu.py --share 0.45, compile cache empty, 2026-11-29: 283 ... 61 s;
+# docs/experiments/2026-11-30-test-suite-time-slow-cpu.md),
 # handed out first so that none starts last and ends the run alone: by count of tests,
 # test_agent_learns (one test, 96 s) went last and its worker ran 50-90 s after the other two were
 # done. Longest first, but test_ray after the first three: its cluster start, beside their cold

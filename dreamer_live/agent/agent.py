@@ -26,7 +26,8 @@ def _flat_f32(leaves) -> jax.Array:
     # One vector, so that a reduction over a tree is one reduction, not one per leaf: the ~300
     # per-leaf reductions of the train step's checks and norms were a kernel each, a third of its
     # compile at the suite's quick flags. XLA's CPU backend writes the vector out (a copy of the
-    # tree per check); no slower at size1m on 2 CPU cores, nor at size12m on an H200 (docs/testing.md).
+    # tree per check); no slower at size1m on 2 CPU cores, nor at size12m on an H200
+    # (docs/experiments/2026-11-30-test-suite-time-slow-cpu.md).
     return jnp.concatenate([jnp.ravel(x).astype(f32) for x in leaves])
 
 

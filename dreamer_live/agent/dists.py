@@ -44,7 +44,8 @@ def _twohot(x, bins):
     x = x.astype(f32)
     n = bins.shape[-1]
     # compare_all: one fused comparison with every bin; the unrolled binary search ("scan_unrolled")
-    # was a sixth of the compiled train step and no faster to run (docs/testing.md)
+    # was a sixth of the compiled train step and no faster to run
+    # (docs/experiments/2026-11-30-test-suite-time-slow-cpu.md)
     below = jnp.clip(jnp.searchsorted(bins, x, side="right", method="compare_all") - 1, 0, n - 1)
     above = jnp.clip(below + (bins[below] < x), 0, n - 1)
     equal = below == above

@@ -63,7 +63,8 @@ def random_return(episodes=300, seed=0) -> float:
 @pytest.mark.slow
 def test_world_model_and_policy_improve():
     # The debug preset's nets, a little wider, and a learning rate for a few hundred updates: at 3e-3
-    # seeds 0-6 stopped after 240-320 updates, at 1e-3 seeds 0-2 after 440-600 (docs/testing.md).
+    # seeds 0-6 stopped after 240-320 updates, at 1e-3 seeds 0-2 after 440-600
+    # (docs/experiments/2026-11-30-test-suite-time-slow-cpu.md).
     cfg = config.resolve(["debug"], {
         "batch_size": 16, "batch_length": 16, "agent.opt.lr": 3e-3,
         "agent.rssm": {"deter": 64, "hidden": 32, "stoch": 8},

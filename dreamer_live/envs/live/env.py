@@ -108,7 +108,7 @@ class LiveEnv(Env):
                 f"{profile.path}: memory value{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(f'{v.name} ({v.type})' for v in missing)} not found yet: find each by "
                 f"playing with python -m dreamer_live.memscan --profile {profile.path} --find "
-                f"{missing[0].name} --write (docs/live-games.md, Find the memory values)")
+                f"{missing[0].name} --write (docs/howto/supertux-windows.md, step 2)")
         self.profile, self.options = profile, options
         self.size, self.grayscale = (int(size[0]), int(size[1])), bool(grayscale)
         self.obs_space = {}
