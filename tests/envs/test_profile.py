@@ -99,13 +99,13 @@ def test_reward_terms_pay_increases_clip_changes_and_skip_a_restart():
 
 
 def test_the_profile_reference_has_a_row_for_every_key_the_parser_takes():
-    """docs/profiles.md lists exactly the keys of profile.KEYS (a key added to the parser without a
+    """docs/reference/profiles.md lists exactly the keys of profile.KEYS (a key added to the parser without a
     row, or a row for a key it does not take, fails here)."""
     import re
 
     from dreamer_live.envs.live.profile import KEYS
 
-    page = (configlib.CONFIG_DIR.parents[1] / "docs" / "profiles.md").read_text()
+    page = (configlib.CONFIG_DIR.parents[1] / "docs" / "reference" / "profiles.md").read_text()
     rows = set(re.findall(r"^\| `([^`]+)` \|", page, re.M))
     keys = {f"{where}.{key}" if where else key for where, names in KEYS.items() for key in names}
     assert rows == keys, (sorted(keys - rows), sorted(rows - keys))

@@ -52,7 +52,7 @@ TYPES = {"i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H", "i32": "<i", "u32": "
 CHANGE_OPS = ("increased", "decreased", "changed")
 LEVEL_OPS = ("above", "below", "equals")
 # Every key a profile may hold, by where it sits (NAME: a memory value's or reward's name; []: each
-# item of a list). The parser checks against these; docs/profiles.md has a row for each (a test).
+# item of a list). The parser checks against these; docs/reference/profiles.md has a row for each (a test).
 KEYS = {
     "": ("base", "name", "window", "launch", "actions", "memory", "obs", "reward", "terminal",
          "playing", "reset"),
