@@ -1,0 +1,166 @@
+"""This project's learner against the real peers' on this machine: updates/s at equal parameters.
+
+    .venv/bin/python bench/peers.py --install dreamerv3 [--dreamerv3-src CHECKOUT]   # once
+    .venv/bin/python bench/peers.py [--shapes catcher_pixels size1m size12m vector] [--updates 5]
+    .venv/bin/python bench/peers.py --smoke        # this project's part at tiny sizes; peers SKIPPED
+
+For each shape (a preset's agent, batch shape and observation) and each conv layout (strided convs,
+this project's default, and the reference's conv + 2x2 max-pool), one train step of this project
+(bench/learner_throughput.py's) and of each installed peer on the same random batch shape, float32
+(--dtype bfloat16 where both take it), on the same cores, one after the other in one run. Printed per
+line: parameters per part (so equal sizes are checked, not assumed), compile seconds, updates/s, and
+this project's speed as a ratio to the peer's.
+
+Peers, each in its own environment under ~/.cache/dreamer_live/peers/NAME (never a dependency of
+this package; --install makes it):
+- dreamerv3: the official DreamerV3 (github.com/danijar/dreamerv3 at DREAMERV3_COMMIT; --dreamerv3-src
+  names a checkout, else --install clones it), with the same jax as this project's, its train step on
+  random batches by bench/peers/dreamerv3_train.py.
+- sheeprl and RLlib: not built yet; printed as SKIPPED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import types
+
+BENCH = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+from smoke import SKIPPED, add_smoke  # noqa: E402
+
+PEERS_DIR = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "dreamer_live" / "peers"
+DREAMERV3_COMMIT = "e3f02248693a79dc8b0ebd62c93683888ddaccfe"  # 2026-05-25
+DREAMERV3_PACKAGES = ["ninjax", "elements", "portal", "granular", "scope", "optax", "chex", "einops",
+                      "jaxtyping", "tqdm", "ruamel.yaml"]  # its requirements.txt without envs and CUDA
+# shape -> (preset, batch, length, image side, channels, vector size, actions)
+SHAPES = {
+    "catcher_pixels": ("catcher_pixels", 16, 16, 16, 1, 0, 3),
+    "size1m": ("size1m", 16, 64, 64, 3, 0, 6),
+    "size12m": ("size12m", 16, 64, 64, 3, 0, 6),
+    "vector": ("catcher", 16, 16, 0, 0, 4, 3),
+}
+SMOKE_SHAPE = ("debug", 2, 8, 16, 1, 0, 3)
+LAYOUTS = {"strided": True, "conv+maxpool": False}  # agent.enc/dec.strided
+
+
+def peer_python(name: str) -> pathlib.Path:
+    """The Python of peer `name`'s environment."""
+    return PEERS_DIR / name / "venv" / "bin" / "python"
+
+
+def install(name: str, src: pathlib.Path | None) -> None:
+    """Make peer `name`'s environment: a venv with its packages, and its source at the pinned commit."""
+    if name != "dreamerv3":
+        raise SystemExit(f"peers: --install {name}: only dreamerv3 can be installed so far")
+    import jax
+
+    home = PEERS_DIR / name
+    home.mkdir(parents=True, exist_ok=True)
+    checkout = home / "src"
+    if not checkout.exists():
+        origin = str(src) if src else "https://github.com/danijar/dreamerv3"
+        subprocess.run(["git", "clone", "--quiet", origin, str(checkout)], check=True)
+    subprocess.run(["git", "-C", str(checkout), "checkout", "--quiet", DREAMERV3_COMMIT], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
+    subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", f"jax=={jax.__version__}",
+                    f"jaxlib=={jax.__version__}", *DREAMERV3_PACKAGES], check=True)
+    print(f"peers: dreamerv3 at {DREAMERV3_COMMIT[:7]} in {home} (jax {jax.__version__})", flush=True)
+
+
+def ours(shape: tuple, strided: bool, args) -> dict:
+    """This project's update at `shape` and layout: parameters per part, compile s, s/update."""
+    import jax
+    import learner_throughput as lt
+    import numpy as np
+
+    preset, batch, length, image, channels, vector, actions = shape
+    targs = types.SimpleNamespace(batch=batch, length=length, image=image, channels=channels, vector=vector,
+                                  actions=actions, dtype=args.dtype, configs=[], flops_only=False,
+                                  overrides={"agent.enc.strided": strided, "agent.dec.strided": strided})
+    update = lt.Update(preset, lt.resolve(preset, targs), targs)
+    lt.side_by_side([update], args.updates)
+    params = {k: int(sum(np.size(x) for x in jax.tree.leaves(v))) for k, v in update.state["params"].items()}
+    return {"params": params, "compile_s": update.compile_s, "seconds": update.seconds(), "cfg": update.cfg}
+
+
+def dreamerv3(shape: tuple, strided: bool, cfg, args) -> dict | str:
+    """The official DreamerV3's update at the sizes of this project's `cfg`, or why it cannot run."""
+    python = peer_python("dreamerv3")
+    if not python.exists():
+        return "not installed (bench/peers.py --install dreamerv3)"
+    from dreamer_live import config
+    from dreamer_live.agent.nets import cnn_stages
+
+    preset, batch, length, image, channels, vector, actions = shape
+    spec = {"batch": batch, "length": length, "image": image, "channels": channels, "vector": vector,
+            "actions": actions, "dtype": cfg.agent.compute_dtype, "strided": strided,
+            "stages": cnn_stages((image, image), cfg.agent.enc.minres) if image else 0,
+            "agent": config.to_plain(cfg.agent)}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the peer with XLA's defaults
+    result = subprocess.run([str(python), str(BENCH / "peers" / "dreamerv3_train.py"), "--src",
+                             str(PEERS_DIR / "dreamerv3" / "src"), "--spec", json.dumps(spec),
+                             "--updates", str(args.updates)], capture_output=True, text=True, env=env,
+                            timeout=args.timeout)
+    if result.returncode != 0:
+        return "failed: " + (result.stderr.strip().splitlines() or ["no output"])[-1]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def line(name: str, layout: str, got: dict) -> str:
+    """One measured update as a line: who, layout, parameters (per part), compile, updates/s."""
+    parts = " ".join(f"{k} {v:,}" for k, v in sorted(got["params"].items()))
+    total = sum(got["params"].values())
+    return (f"  {name:10s} {layout:13s} params {total / 1e6:5.2f}M ({parts})  compile {got['compile_s']:5.1f}s  "
+            f"{1 / got['seconds']:7.3f} updates/s")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    p.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
+    p.add_argument("--updates", type=int, default=5, help="timed updates of each (after a warm-up)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds a peer's run may take")
+    p.add_argument("--install", metavar="PEER", help="make PEER's environment (dreamerv3) and stop")
+    p.add_argument("--dreamerv3-src", type=pathlib.Path, help="a dreamerv3 checkout to clone from")
+    add_smoke(p)
+    args = p.parse_args(argv)
+    if args.install:
+        install(args.install, args.dreamerv3_src)
+        return 0
+    from dreamer_live import cli
+
+    cli.set_xla_flags()
+    shapes = {"debug": SMOKE_SHAPE} if args.smoke else {name: SHAPES[name] for name in args.shapes}
+    if args.smoke:
+        args.updates, args.layouts = 1, ["strided"]
+    print(f"peers on {os.cpu_count()} cores, {args.dtype}, {args.updates} timed updates each; "
+          f"environments in {PEERS_DIR}", flush=True)
+    for name, shape in shapes.items():
+        preset, batch, length, image, channels, vector, actions = shape
+        obs = f"{image}x{image}x{channels}" if image else f"a {vector}-vector"
+        print(f"{name}: {batch} x {length} batches of {obs}, {actions} actions (preset {preset})", flush=True)
+        for layout in args.layouts:
+            mine = ours(shape, LAYOUTS[layout], args)
+            print(line("this", layout, mine), flush=True)
+            peer = dreamerv3(shape, LAYOUTS[layout], mine["cfg"], args)
+            if isinstance(peer, str):
+                print(f"  {SKIPPED}dreamerv3 {layout}: {peer}", flush=True)
+            else:
+                print(line("dreamerv3", layout, peer), flush=True)
+                print(f"  this / dreamerv3 ({layout}): {peer['seconds'] / mine['seconds']:.2f}x the updates/s",
+                      flush=True)
+            for other in ("sheeprl", "rllib"):
+                print(f"  {SKIPPED}{other} {layout}: not built yet", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
