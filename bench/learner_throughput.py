@@ -1,7 +1,7 @@
 """Learner throughput: gradient updates/s, replayed steps/s, FLOPs and GFLOP/s of one DreamerV3 update.
 
-Compares against a large float32 matmul on this machine (the achievable GFLOP/s) and against the
-official DreamerV3 reference (size1m, batch 16 x 64, 64x64x3 images, float32, 2-core CPU: ~18 s/update).
+Compares against a large float32 matmul on this machine (the achievable GFLOP/s); against the
+official DreamerV3 on the same machine: bench/peers.py.
 
     python bench/learner_throughput.py --presets size1m size12m --batch 16 --length 64 --image 64
 
@@ -46,7 +46,6 @@ import time
 
 from dreamer_live import cli
 
-REFERENCE_S_PER_UPDATE = 18.0  # official DreamerV3, size1m, 16 x 64, 64x64x3, float32, 2-core CPU
 # --compare-before: the presets, and the overrides that give the layout the defaults had before.
 COMPARE_PRESETS = ("catcher_pixels", "supertux", "size1m")
 BEFORE = {"agent.enc.patch": 1, "agent.dec.patch": 1}
@@ -486,11 +485,6 @@ def main(argv=None):
             if seconds[i] and i:
                 print(f"  {args.variants[i]}: {seconds[0] / seconds[i]:.2f}x the speed of "
                       f"{args.variants[0] or 'the first'}", flush=True)
-            if seconds[i] and preset == "size1m" and (args.batch, args.length, args.image,
-                                                      args.channels) == (16, 64, 64, 3):
-                print(f"  vs official DreamerV3 size1m on a 2-core CPU "
-                      f"(~{REFERENCE_S_PER_UPDATE:.0f} s/update): "
-                      f"{REFERENCE_S_PER_UPDATE / seconds[i]:.1f}x faster", flush=True)
     if args.smoke:
         compare_before(args, peak)
 

@@ -24,7 +24,7 @@ PARTS = {"enc": "enc", "dyn": "rssm", "dec": "dec", "rew": "rew", "con": "con", 
 def overrides(spec: dict) -> dict:
     """The official config's keys for the spec's sizes (spec keys are this project's names)."""
     a = spec["agent"]
-    stages = spec["stages"]  # down-sampling stages to the 4x4 the project's minres gives
+    stages = spec["stages"]  # down-sampling stages to the 4x4 the project's minres gives (0: no image)
     return {
         "batch_size": spec["batch"], "batch_length": spec["length"], "replay_context": 0,
         "jax": {"platform": "cpu", "compute_dtype": spec["dtype"], "prealloc": False,
@@ -32,10 +32,10 @@ def overrides(spec: dict) -> dict:
                 "compilation_cache": False},
         "agent": {
             "dyn": {"rssm": {k: a["rssm"][k] for k in ("deter", "hidden", "stoch", "classes", "blocks")}},
-            "enc": {"simple": {"depth": a["enc"]["depth"], "mults": a["enc"]["mults"][:stages],
+            "enc": {"simple": {"depth": a["enc"]["depth"], "mults": a["enc"]["mults"][:stages or None],
                                "layers": a["enc"]["layers"], "units": a["enc"]["units"],
                                "kernel": a["enc"]["kernel"], "strided": spec["strided"]}},
-            "dec": {"simple": {"depth": a["dec"]["depth"], "mults": a["dec"]["mults"][:stages],
+            "dec": {"simple": {"depth": a["dec"]["depth"], "mults": a["dec"]["mults"][:stages or None],
                                "layers": a["dec"]["layers"], "units": a["dec"]["units"],
                                "kernel": a["dec"]["kernel"], "bspace": a["dec"]["bspace"],
                                "strided": spec["strided"]}},
