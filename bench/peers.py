@@ -16,7 +16,9 @@ this package; --install makes it):
 - dreamerv3: the official DreamerV3 (github.com/danijar/dreamerv3 at DREAMERV3_COMMIT; --dreamerv3-src
   names a checkout, else --install clones it), with the same jax as this project's, its train step on
   random batches by bench/peers/dreamerv3_train.py.
-- sheeprl and RLlib: not built yet; printed as SKIPPED.
+- sheeprl: sheeprl 0.8.4's paper-faithful DreamerV3 (`dreamer_v3_5`, PyTorch), its `train` on random
+  batches by bench/peers/sheeprl_train.py; the reference's conv + max-pool layout only.
+- RLlib: not built yet; printed as SKIPPED.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ SHAPES = {
 }
 SMOKE_SHAPE = ("debug", 2, 8, 16, 1, 0, 3)
 LAYOUTS = {"strided": True, "conv+maxpool": False}  # agent.enc/dec.strided
+PEERS = ("dreamerv3", "sheeprl")
+SHEEPRL_PACKAGES = ["torch", "sheeprl==0.8.4"]
 
 
 def peer_python(name: str) -> pathlib.Path:
@@ -57,12 +61,17 @@ def peer_python(name: str) -> pathlib.Path:
 
 def install(name: str, src: pathlib.Path | None) -> None:
     """Make peer `name`'s environment: a venv with its packages, and its source at the pinned commit."""
-    if name != "dreamerv3":
-        raise SystemExit(f"peers: --install {name}: only dreamerv3 can be installed so far")
-    import jax
-
+    if name not in PEERS:
+        raise SystemExit(f"peers: --install {name}: not one of {', '.join(PEERS)}")
     home = PEERS_DIR / name
     home.mkdir(parents=True, exist_ok=True)
+    if name == "sheeprl":
+        subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
+        subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", *SHEEPRL_PACKAGES], check=True)
+        print(f"peers: sheeprl in {home}", flush=True)
+        return
+    import jax
+
     checkout = home / "src"
     if not checkout.exists():
         origin = str(src) if src else "https://github.com/danijar/dreamerv3"
@@ -90,11 +99,13 @@ def ours(shape: tuple, strided: bool, args) -> dict:
     return {"params": params, "compile_s": update.compile_s, "seconds": update.seconds(), "cfg": update.cfg}
 
 
-def dreamerv3(shape: tuple, strided: bool, cfg, args) -> dict | str:
-    """The official DreamerV3's update at the sizes of this project's `cfg`, or why it cannot run."""
-    python = peer_python("dreamerv3")
+def peer(name: str, shape: tuple, strided: bool, cfg, args) -> dict | str:
+    """Peer `name`'s update at the sizes of this project's `cfg`, or why it cannot run."""
+    python = peer_python(name)
     if not python.exists():
-        return "not installed (bench/peers.py --install dreamerv3)"
+        return f"not installed (bench/peers.py --install {name})"
+    if name == "sheeprl" and strided:
+        return "has no strided layout (its convs are the reference's, stride 1 and a max-pool)"
     from dreamer_live import config
     from dreamer_live.agent.nets import cnn_stages
 
@@ -103,11 +114,11 @@ def dreamerv3(shape: tuple, strided: bool, cfg, args) -> dict | str:
             "actions": actions, "dtype": cfg.agent.compute_dtype, "strided": strided,
             "stages": cnn_stages((image, image), cfg.agent.enc.minres) if image else 0,
             "agent": config.to_plain(cfg.agent)}
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the peer with XLA's defaults
-    result = subprocess.run([str(python), str(BENCH / "peers" / "dreamerv3_train.py"), "--src",
-                             str(PEERS_DIR / "dreamerv3" / "src"), "--spec", json.dumps(spec),
-                             "--updates", str(args.updates)], capture_output=True, text=True, env=env,
-                            timeout=args.timeout)
+    src = ["--src", str(PEERS_DIR / name / "src")] if name == "dreamerv3" else []
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # each peer with its own defaults
+    result = subprocess.run([str(python), str(BENCH / "peers" / f"{name}_train.py"), *src, "--spec",
+                             json.dumps(spec), "--updates", str(args.updates)], capture_output=True,
+                            text=True, env=env, timeout=args.timeout)
     if result.returncode != 0:
         return "failed: " + (result.stderr.strip().splitlines() or ["no output"])[-1]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -128,7 +139,7 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=5, help="timed updates of each (after a warm-up)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds a peer's run may take")
-    p.add_argument("--install", metavar="PEER", help="make PEER's environment (dreamerv3) and stop")
+    p.add_argument("--install", metavar="PEER", help=f"make PEER's environment ({', '.join(PEERS)}) and stop")
     p.add_argument("--dreamerv3-src", type=pathlib.Path, help="a dreamerv3 checkout to clone from")
     add_smoke(p)
     args = p.parse_args(argv)
@@ -150,15 +161,15 @@ def main(argv=None) -> int:
         for layout in args.layouts:
             mine = ours(shape, LAYOUTS[layout], args)
             print(line("this", layout, mine), flush=True)
-            peer = dreamerv3(shape, LAYOUTS[layout], mine["cfg"], args)
-            if isinstance(peer, str):
-                print(f"  {SKIPPED}dreamerv3 {layout}: {peer}", flush=True)
-            else:
-                print(line("dreamerv3", layout, peer), flush=True)
-                print(f"  this / dreamerv3 ({layout}): {peer['seconds'] / mine['seconds']:.2f}x the updates/s",
+            for name in PEERS:
+                got = peer(name, shape, LAYOUTS[layout], mine["cfg"], args)
+                if isinstance(got, str):
+                    print(f"  {SKIPPED}{name} {layout}: {got}", flush=True)
+                    continue
+                print(line(name, layout, got), flush=True)
+                print(f"  this / {name} ({layout}): {got['seconds'] / mine['seconds']:.2f}x the updates/s",
                       flush=True)
-            for other in ("sheeprl", "rllib"):
-                print(f"  {SKIPPED}{other} {layout}: not built yet", flush=True)
+            print(f"  {SKIPPED}rllib {layout}: not built yet", flush=True)
     return 0
 
 
