@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/peers.py --install dreamerv3 [--dreamerv3-src CHECKOUT]   # once
     .venv/bin/python bench/peers.py [--shapes catcher_pixels size1m size12m vector] [--updates 5]
-    .venv/bin/python bench/peers.py --smoke        # this project's part at tiny sizes; peers SKIPPED
+    .venv/bin/python bench/peers.py --smoke        # tiny sizes; a peer not installed is SKIPPED
 
 For each shape (a preset's agent, batch shape and observation) and each conv layout (strided convs,
 this project's default, and the reference's conv + 2x2 max-pool), one train step of this project
@@ -61,8 +61,6 @@ def peer_python(name: str) -> pathlib.Path:
 
 def install(name: str, src: pathlib.Path | None) -> None:
     """Make peer `name`'s environment: a venv with its packages, and its source at the pinned commit."""
-    if name not in PEERS:
-        raise SystemExit(f"peers: --install {name}: not one of {', '.join(PEERS)}")
     home = PEERS_DIR / name
     home.mkdir(parents=True, exist_ok=True)
     if name == "sheeprl":
@@ -116,9 +114,12 @@ def peer(name: str, shape: tuple, strided: bool, cfg, args) -> dict | str:
             "agent": config.to_plain(cfg.agent)}
     src = ["--src", str(PEERS_DIR / name / "src")] if name == "dreamerv3" else []
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # each peer with its own defaults
-    result = subprocess.run([str(python), str(BENCH / "peers" / f"{name}_train.py"), *src, "--spec",
-                             json.dumps(spec), "--updates", str(args.updates)], capture_output=True,
-                            text=True, env=env, timeout=args.timeout)
+    try:
+        result = subprocess.run([str(python), str(BENCH / "peers" / f"{name}_train.py"), *src, "--spec",
+                                 json.dumps(spec), "--updates", str(args.updates)], capture_output=True,
+                                text=True, env=env, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return f"took longer than --timeout {args.timeout:.0f} s"
     if result.returncode != 0:
         return "failed: " + (result.stderr.strip().splitlines() or ["no output"])[-1]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=5, help="timed updates of each (after a warm-up)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds a peer's run may take")
-    p.add_argument("--install", metavar="PEER", help=f"make PEER's environment ({', '.join(PEERS)}) and stop")
+    p.add_argument("--install", choices=PEERS, help="make this peer's environment and stop")
     p.add_argument("--dreamerv3-src", type=pathlib.Path, help="a dreamerv3 checkout to clone from")
     add_smoke(p)
     args = p.parse_args(argv)
