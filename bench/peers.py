@@ -29,7 +29,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import types
 
 BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
@@ -88,9 +87,10 @@ def ours(shape: tuple, strided: bool, args) -> dict:
     import numpy as np
 
     preset, batch, length, image, channels, vector, actions = shape
-    targs = types.SimpleNamespace(batch=batch, length=length, image=image, channels=channels, vector=vector,
-                                  actions=actions, dtype=args.dtype, configs=[], flops_only=False,
-                                  overrides={"agent.enc.strided": strided, "agent.dec.strided": strided})
+    layout = str(strided).lower()
+    targs = lt.parse(["--presets", preset, "--batch", str(batch), "--length", str(length), "--image", str(image),
+                      "--channels", str(channels), "--vector", str(vector), "--actions", str(actions),
+                      "--dtype", args.dtype, "--agent.enc.strided", layout, "--agent.dec.strided", layout])
     update = lt.Update(preset, lt.resolve(preset, targs), targs)
     lt.side_by_side([update], args.updates)
     params = {k: int(sum(np.size(x) for x in jax.tree.leaves(v))) for k, v in update.state["params"].items()}

@@ -175,10 +175,10 @@ def test_every_live_preset_asks_what_its_machine_gives():
     gpu_learner for the pixel ones), with the updates/s its config asks, between a quarter of and 4x
     the measured rate (ASK_MORE excepted, and only they ask more)."""
     docs = (config.CONFIG_DIR.parents[1] / "docs" / "tuning.md").read_text()
-    live = {name for name in config.presets() if names_a_game(name)
-            and (lambda c: c.env.name == "live" or c.env.clock == "realtime")(config.resolve([name]))}
+    games = {name: config.resolve([name]) for name in config.presets() if names_a_game(name)}
+    live = {name for name, c in games.items() if c.env.name == "live" or c.env.clock == "realtime"}
     assert {"catcher", "supertux", "lbreakout2_state", "catcher_live"} <= live
-    images = {name for name in live if config.resolve([name]).env.obs == "image"}
+    images = {name for name in live if games[name].env.obs == "image"}
     for machine, heading, wanted, extra in (("cpu", "### On 2 CPU cores", live, []),
                                             ("gpu", "### On a GPU", images, ["gpu_learner"])):
         section = docs.split(heading, 1)[1].split("\n#", 1)[0]

@@ -1,8 +1,13 @@
 """The README and docs/ against the package: the module table, the commands, the files and links they
 name, and the README's length."""
 
+import json
+import os
 import pathlib
 import re
+import shlex
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dreamer_live"
@@ -140,8 +145,6 @@ def code_lines(doc: pathlib.Path) -> list[str]:
 def guide_commands() -> list[tuple[str, str, list[str]]]:
     """(page, command, its arguments) for every `python -m dreamer_live.X` and `bench/X.py` in the
     README's and the docs' code blocks; after `--` a bench's arguments are dreamer_live.run's."""
-    import shlex
-
     found = []
     for doc in DOCS:
         for line in code_lines(doc):
@@ -171,11 +174,6 @@ def guide_commands() -> list[tuple[str, str, list[str]]]:
 def test_every_guide_command_takes_its_flags():
     """Every flag of every command in the README's and the docs' code blocks is one its --help
     names, or a config key of defaults.yaml (--section.key); every --configs name is a preset."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     from dreamer_live import config as configlib
 
     commands = guide_commands()
