@@ -18,7 +18,9 @@ this package; --install makes it):
   random batches by bench/peers/dreamerv3_train.py.
 - sheeprl: sheeprl 0.8.4's paper-faithful DreamerV3 (`dreamer_v3_5`, PyTorch), its `train` on random
   batches by bench/peers/sheeprl_train.py; the reference's conv + max-pool layout only.
-- RLlib: not built yet; printed as SKIPPED.
+- rllib: Ray RLlib (torch) with the game's packages, for the real-time comparison
+  (bench/peers_realtime.py: RLlib's PPO on the same real-time game). Its learner speed here is not
+  built: RLlib has no DreamerV3 of its own since Ray 2.40; printed as SKIPPED.
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ SHAPES = {
 }
 SMOKE_SHAPE = ("debug", 2, 8, 16, 1, 0, 3)
 LAYOUTS = {"strided": True, "conv+maxpool": False}  # agent.enc/dec.strided
-PEERS = ("dreamerv3", "sheeprl")
+PEERS = ("dreamerv3", "sheeprl")  # the learner-speed peers
+INSTALLABLE = (*PEERS, "rllib")
 SHEEPRL_PACKAGES = ["torch", "sheeprl==0.8.4"]
+# torch 2.13.0: a CPU build where pip has one at hand; an unpinned torch may pull a CUDA build of several GB.
+RLLIB_PACKAGES = ["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium", "pygame", "numpy", "pillow", "ruamel.yaml"]
 
 
 def peer_python(name: str) -> pathlib.Path:
@@ -62,10 +67,11 @@ def install(name: str, src: pathlib.Path | None) -> None:
     """Make peer `name`'s environment: a venv with its packages, and its source at the pinned commit."""
     home = PEERS_DIR / name
     home.mkdir(parents=True, exist_ok=True)
-    if name == "sheeprl":
+    if name in ("sheeprl", "rllib"):
         subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
-        subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", *SHEEPRL_PACKAGES], check=True)
-        print(f"peers: sheeprl in {home}", flush=True)
+        packages = SHEEPRL_PACKAGES if name == "sheeprl" else RLLIB_PACKAGES
+        subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", *packages], check=True)
+        print(f"peers: {name} in {home}", flush=True)
         return
     import jax
 
@@ -140,7 +146,7 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=5, help="timed updates of each (after a warm-up)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds a peer's run may take")
-    p.add_argument("--install", choices=PEERS, help="make this peer's environment and stop")
+    p.add_argument("--install", choices=INSTALLABLE, help="make this peer's environment and stop")
     p.add_argument("--dreamerv3-src", type=pathlib.Path, help="a dreamerv3 checkout to clone from")
     add_smoke(p)
     args = p.parse_args(argv)
@@ -170,7 +176,7 @@ def main(argv=None) -> int:
                 print(line(name, layout, got), flush=True)
                 print(f"  this / {name} ({layout}): {got['seconds'] / mine['seconds']:.2f}x the updates/s",
                       flush=True)
-            print(f"  {SKIPPED}rllib {layout}: not built yet", flush=True)
+            print(f"  {SKIPPED}rllib {layout}: no DreamerV3 in RLlib 2.60 to time", flush=True)
     return 0
 
 

@@ -1,0 +1,176 @@
+"""The same real-time game, the same minutes: this project against synchronous trainers, side by side.
+
+    .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small]
+                                             [--minutes 15 30] [--seeds 0]   # runs what the data lacks
+    .venv/bin/python bench/peers_realtime.py --table    # the table from the data alone
+    .venv/bin/python bench/peers_realtime.py --smoke    # 40 s of this project's debug agent
+
+Every trainer plays real-time Catcher from its state through one gymnasium env,
+bench/peers/realtime_game.py, which keeps the game's clock and time cap and measures, itself, how long
+the game got no key. One trainer at a time (the game is one per machine, and a second trainer would
+take its cores), for the longest of --minutes from its launch, then stopped as a user would (Ctrl-C).
+Trainers, each with its own standard loop:
+- ours: `dreamer_live.run --configs catcher`, the actor and the learner as processes;
+- sync: bench/sync_trainer.py, this project's agent in the collect-then-train loop;
+- rllib_ppo / rllib_ppo_small: RLlib's PPO (bench/peers/rllib_ppo.py) with PPOConfig's defaults, and a
+  setting that pauses less, from the RLlib peer's environment (bench/peers.py --install rllib);
+  SKIPPED when that is not installed.
+
+Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
+game-idle share (idle seconds over the seconds since the game's first input), the longest gap between
+two inputs, and when the first key came. The data file (--data) keeps each finished run as it ends; a
+run cut short starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+BENCH = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH / "peers"))
+
+from cadence import stop  # noqa: E402
+from games_table import commit, machine  # noqa: E402
+from peers import peer_python  # noqa: E402
+from realtime_game import HZ  # noqa: E402
+from smoke import SKIPPED, add_smoke, smoke_dir  # noqa: E402
+
+from dreamer_live.atomic import write_atomic  # noqa: E402
+
+ROOT = BENCH.parent
+TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small")
+WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s: about 5 minutes)
+DEFAULT_DATA = BENCH / "peers_realtime.json"
+GAME = "realtime_game:Metered-v0"
+
+
+def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: float, smoke: bool) -> list[str]:
+    """The trainer's command line, playing the metered game into logdir/game.jsonl."""
+    log = str(logdir / "game.jsonl")
+    if trainer.startswith("rllib_ppo"):
+        setting = "small" if trainer.endswith("small") else "default"
+        return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_ppo.py"), "--log", log,
+                "--seconds", str(seconds), "--setting", setting, "--obs", obs, "--seed", str(seed)]
+    game = ["--configs", "catcher", *(["debug"] if smoke else []), "--env.name", GAME,
+            "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log}),
+            "--seed", str(seed), "--logdir", str(logdir)]
+    if trainer == "ours":
+        return [sys.executable, "-m", "dreamer_live.run", *game, "--run.quiet", "true"]
+    return [sys.executable, str(BENCH / "sync_trainer.py"), *game, "--seconds", str(seconds)]
+
+
+def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.Path, smoke: bool) -> dict:
+    """Launch one trainer, stop it `seconds` after launch, and return its game's record."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    (logdir / "game.jsonl").unlink(missing_ok=True)
+    cmd = command(trainer, obs, seed, logdir, seconds, smoke)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH / "peers"), str(ROOT)])}
+    with open(logdir / "trainer.log", "w") as out:
+        launched = time.time()
+        # Its own process group, stopped as a terminal's Ctrl-C stops it: RLlib's workers with it.
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        code = stop(proc, 60, after=seconds, group=True)
+        ended = time.time()
+    game_log = logdir / "game.jsonl"
+    lines = [json.loads(line) for line in game_log.read_text().splitlines() if line] if game_log.exists() else []
+    if not lines:
+        raise RuntimeError(f"{trainer} never played (exit {code}); see {logdir / 'trainer.log'}")
+    return {"seconds": seconds, "exit": code,
+            "stopped_at_s": round(ended - launched, 1),
+            "episodes": [[round(x["time"] - launched, 1), x["return"]] for x in lines if "return" in x],
+            "meter": [[round(x["time"] - launched, 1), x["idle_s"], x["longest_gap_s"]] for x in lines],
+            "command": " ".join(cmd[1:])}
+
+
+def at_mark(record: dict, mark_s: float) -> dict:
+    """A run's figures `mark_s` seconds after launch. Idle time after the game's last line counts as
+    idle up to the mark (beyond one step period): a trainer paused there sent no key."""
+    meter = [m for m in record["meter"] if m[0] <= mark_s]
+    if not meter:
+        return {}
+    first = record["meter"][0][0]
+    t, idle, longest = meter[-1]
+    trailing = max(0.0, min(mark_s, record["stopped_at_s"]) - t - 1.0 / HZ)
+    returns = [r for t_end, r in record["episodes"] if t_end <= mark_s]
+    return {"return": float(np.mean(returns[-WINDOW:])) if returns else None, "episodes": len(returns),
+            "idle_share": (idle + trailing) / max(1e-9, mark_s - first),
+            "longest_gap_s": max(longest, trailing + 1.0 / HZ if trailing else 0.0), "first_key_s": first}
+
+
+def load(path: pathlib.Path) -> dict:
+    """The data file, or an empty one."""
+    return json.loads(path.read_text()) if path.exists() else {"window": WINDOW, "runs": {}}
+
+
+def print_table(data: dict, keys: list[str], marks: list[float]) -> None:
+    """One line per run and minute mark."""
+    print(f"{'run':<28} {'min':>4} {'return':>7} {'episodes':>8} {'idle share':>10} {'longest gap':>11} "
+          f"{'first key':>9}")
+    for key in keys:
+        record = data["runs"].get(key)
+        if record is None:
+            print(f"{key:<28} not run")
+            continue
+        for minutes in marks:
+            got = at_mark(record, minutes * 60)
+            if not got or minutes * 60 > record["stopped_at_s"] + 1:
+                continue
+            ret = "-" if got["return"] is None else f"{got['return']:.2f}"
+            print(f"{key:<28} {minutes:>4g} {ret:>7} {got['episodes']:>8} {got['idle_share']:>10.2%} "
+                  f"{got['longest_gap_s']:>10.1f}s {got['first_key_s']:>8.1f}s")
+
+
+def main(argv=None) -> int:
+    """Run the trainers the data lacks, one at a time, and print the table."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
+    p.add_argument("--obs", default="vector", choices=["vector"], help="the game's observation")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--minutes", type=float, nargs="+", default=[15.0, 30.0], help="marks; runs last the longest")
+    p.add_argument("--data", type=pathlib.Path, default=DEFAULT_DATA)
+    p.add_argument("--logs", type=pathlib.Path, default=ROOT / "logdir" / "peers_realtime")
+    p.add_argument("--table", action="store_true", help="print the table from the data alone")
+    add_smoke(p)
+    args = p.parse_args(argv)
+    if args.smoke:
+        scratch = smoke_dir("peers_realtime")
+        args.minutes, args.data, args.logs = [0.35, 0.7], scratch / "data.json", scratch / "logs"
+        args.seeds, args.trainers = [0], [t for t in args.trainers if t in ("ours", "rllib_ppo_small")]
+    data = load(args.data)
+    keys = [f"{t}/{args.obs}/{s}" for t in args.trainers for s in args.seeds]
+    if not args.table:
+        for trainer in args.trainers:
+            if trainer.startswith("rllib") and not peer_python("rllib").exists():
+                print(f"{SKIPPED}{trainer}: the RLlib peer is not installed (bench/peers.py --install rllib)")
+                continue
+            for seed in args.seeds:
+                key = f"{trainer}/{args.obs}/{seed}"
+                if key in data["runs"]:
+                    continue
+                seconds = max(args.minutes) * 60
+                logdir = args.logs / f"{trainer}-{args.obs}-seed{seed}"
+                print(f"running {key} for {seconds / 60:g} min (logs in {logdir})", flush=True)
+                record = run_one(trainer, args.obs, seed, seconds, logdir, args.smoke)
+                record.update(machine=machine(), date=datetime.date.today().isoformat(), commit=commit())
+                data = load(args.data)
+                data["runs"][key] = record
+                write_atomic(args.data, (json.dumps(data, indent=1) + "\n").encode())
+                print(f"finished {key}: {len(record['episodes'])} episodes, exit {record['exit']}", flush=True)
+    print_table(data, keys, args.minutes)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
