@@ -43,7 +43,7 @@ sys.path.insert(0, str(BENCH / "peers"))
 from cadence import stop  # noqa: E402
 from games_table import commit, machine  # noqa: E402
 from peers import peer_python  # noqa: E402
-from realtime_game import HZ  # noqa: E402
+from realtime_game import HEARTBEAT_S, HZ  # noqa: E402
 from smoke import SKIPPED, add_smoke, smoke_dir  # noqa: E402
 
 from dreamer_live.atomic import write_atomic  # noqa: E402
@@ -94,19 +94,57 @@ def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.P
             "command": " ".join(cmd[1:])}
 
 
-def at_mark(record: dict, mark_s: float) -> dict:
-    """A run's figures `mark_s` seconds after launch. Idle time after the game's last line counts as
-    idle up to the mark (beyond one step period): a trainer paused there sent no key."""
+def idle_until(record: dict, mark_s: float) -> tuple[float, float]:
+    """(idle seconds, longest input gap) from the game's first key to `mark_s` after launch. The time
+    between the game's last line and the mark counts as idle beyond a heartbeat and a step period (a
+    game in play writes a line at least that often): a trainer paused there sent no key."""
     meter = [m for m in record["meter"] if m[0] <= mark_s]
     if not meter:
-        return {}
-    first = record["meter"][0][0]
+        return 0.0, 0.0
     t, idle, longest = meter[-1]
-    trailing = max(0.0, min(mark_s, record["stopped_at_s"]) - t - 1.0 / HZ)
+    quiet = min(mark_s, record["stopped_at_s"]) - t
+    trailing = max(0.0, quiet - HEARTBEAT_S - 1.0 / HZ)
+    return idle + trailing, max(longest, quiet - HEARTBEAT_S if trailing else 0.0)
+
+
+def at_mark(record: dict, mark_s: float) -> dict:
+    """A run's figures `mark_s` seconds after launch."""
+    first = record["meter"][0][0]
+    if mark_s < first:
+        return {}
+    idle, longest = idle_until(record, mark_s)
     returns = [r for t_end, r in record["episodes"] if t_end <= mark_s]
     return {"return": float(np.mean(returns[-WINDOW:])) if returns else None, "episodes": len(returns),
-            "idle_share": (idle + trailing) / max(1e-9, mark_s - first),
-            "longest_gap_s": max(longest, trailing + 1.0 / HZ if trailing else 0.0), "first_key_s": first}
+            "idle_share": idle / max(1e-9, mark_s - first), "longest_gap_s": longest, "first_key_s": first}
+
+
+def draw(data: dict, keys: list[str], path: pathlib.Path) -> None:
+    """Return (the mean of the last WINDOW episodes) and the idle share of each minute, against the
+    minutes since each trainer's launch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for key in keys:
+        record = data["runs"].get(key)
+        if record is None or not record["episodes"]:
+            continue
+        ends, returns = np.array(record["episodes"], dtype=float).T
+        means = [returns[max(0, i + 1 - WINDOW):i + 1].mean() for i in range(len(returns))]
+        line, = ax1.plot(ends / 60.0, means, label=key)
+        minutes = np.arange(int(record["stopped_at_s"] // 60) + 1)
+        idle = np.array([idle_until(record, 60.0 * m)[0] for m in minutes])
+        ax2.plot(minutes[1:] - 0.5, 100 * np.diff(idle) / 60.0, marker="o", color=line.get_color(), label=key)
+    ax1.set(xlabel="minutes since launch", ylabel=f"return, mean of the last {WINDOW} episodes",
+            title="real-time Catcher: return against wall-clock time")
+    ax2.set(xlabel="minutes since launch", ylabel="% of the minute with no key", title="game-idle share")
+    ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
 
 
 def load(path: pathlib.Path) -> dict:
@@ -141,12 +179,14 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, nargs="+", default=[15.0, 30.0], help="marks; runs last the longest")
     p.add_argument("--data", type=pathlib.Path, default=DEFAULT_DATA)
     p.add_argument("--logs", type=pathlib.Path, default=ROOT / "logdir" / "peers_realtime")
+    p.add_argument("--figure", type=pathlib.Path, default=BENCH / "figures" / "peers_realtime.png")
     p.add_argument("--table", action="store_true", help="print the table from the data alone")
     add_smoke(p)
     args = p.parse_args(argv)
     if args.smoke:
         scratch = smoke_dir("peers_realtime")
         args.minutes, args.data, args.logs = [0.35, 0.7], scratch / "data.json", scratch / "logs"
+        args.figure = scratch / "peers_realtime.png"
         args.seeds, args.trainers = [0], [t for t in args.trainers if t in ("ours", "rllib_ppo_small")]
     data = load(args.data)
     keys = [f"{t}/{args.obs}/{s}" for t in args.trainers for s in args.seeds]
@@ -169,6 +209,8 @@ def main(argv=None) -> int:
                 write_atomic(args.data, (json.dumps(data, indent=1) + "\n").encode())
                 print(f"finished {key}: {len(record['episodes'])} episodes, exit {record['exit']}", flush=True)
     print_table(data, keys, args.minutes)
+    draw(data, keys, args.figure)
+    print(f"figure: {args.figure}")
     return 0
 
 
