@@ -1,6 +1,6 @@
 """The same real-time game, the same minutes: this project against synchronous trainers, side by side.
 
-    .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small]
+    .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small rllib_dreamerv3]
                                              [--minutes 15 30] [--seeds 0]   # runs what the data lacks
     .venv/bin/python bench/peers_realtime.py --table    # the table from the data alone
     .venv/bin/python bench/peers_realtime.py --smoke    # 40 s of this project's debug agent
@@ -12,9 +12,10 @@ take its cores), for the longest of --minutes from its launch, then stopped as a
 Trainers, each with its own standard loop:
 - ours: `dreamer_live.run --configs catcher`, the actor and the learner as processes;
 - sync: bench/sync_trainer.py, this project's agent in the collect-then-train loop;
-- rllib_ppo / rllib_ppo_small: RLlib's PPO (bench/peers/rllib_ppo.py) with PPOConfig's defaults, and a
-  setting that pauses less, from the RLlib peer's environment (bench/peers.py --install rllib);
-  SKIPPED when that is not installed.
+- rllib_ppo / rllib_ppo_small / rllib_dreamerv3: RLlib's PPO with PPOConfig's defaults, a PPO that
+  pauses less, and RLlib's DreamerV3 with DreamerV3Config's defaults (bench/peers/rllib_trainer.py),
+  from the RLlib peer's environment (bench/peers.py --install rllib); SKIPPED when that is not
+  installed.
 
 Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
 game-idle share (idle seconds over the seconds since the game's first input), the longest gap between
@@ -49,7 +50,8 @@ from smoke import SKIPPED, add_smoke, smoke_dir  # noqa: E402
 from dreamer_live.atomic import write_atomic  # noqa: E402
 
 ROOT = BENCH.parent
-TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small")
+TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small", "rllib_dreamerv3")
+RLLIB = "rllib_"  # a trainer named rllib_SETTING runs bench/peers/rllib_trainer.py --setting SETTING
 WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s: about 5 minutes)
 DEFAULT_DATA = BENCH / "peers_realtime.json"
 GAME = "realtime_game:Metered-v0"
@@ -58,10 +60,9 @@ GAME = "realtime_game:Metered-v0"
 def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: float, smoke: bool) -> list[str]:
     """The trainer's command line, playing the metered game into logdir/game.jsonl."""
     log = str(logdir / "game.jsonl")
-    if trainer.startswith("rllib_ppo"):
-        setting = "small" if trainer.endswith("small") else "default"
-        return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_ppo.py"), "--log", log,
-                "--seconds", str(seconds), "--setting", setting, "--obs", obs, "--seed", str(seed)]
+    if trainer.startswith(RLLIB):
+        return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_trainer.py"), "--log", log,
+                "--seconds", str(seconds), "--setting", trainer[len(RLLIB):], "--obs", obs, "--seed", str(seed)]
     game = ["--configs", "catcher", *(["debug"] if smoke else []), "--env.name", GAME,
             "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log}),
             "--seed", str(seed), "--logdir", str(logdir)]
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
     keys = [f"{t}/{args.obs}/{s}" for t in args.trainers for s in args.seeds]
     if not args.table:
         for trainer in args.trainers:
-            if trainer.startswith("rllib") and not peer_python("rllib").exists():
+            if trainer.startswith(RLLIB) and not peer_python("rllib").exists():
                 print(f"{SKIPPED}{trainer}: the RLlib peer is not installed (bench/peers.py --install rllib)")
                 continue
             for seed in args.seeds:
