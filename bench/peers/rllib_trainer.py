@@ -5,7 +5,8 @@
 Run by bench/peers_realtime.py from the RLlib peer's environment (bench/peers.py --install rllib), as a
 person with one game runs it: `algo.train()` in a loop, which samples from the game and then trains
 while the game gets no key. Settings:
-- ppo: PPOConfig's own (train batch 4,000, minibatch 128, 30 epochs, lr 5e-5), one env runner, one env;
+- ppo: PPOConfig's own (train batch 4,000, minibatch 128, 30 epochs, lr 5e-5), one env runner, one env,
+  no sample timeout;
 - ppo_small: a PPO that pauses less (train batch 512, minibatch 64, 4 epochs, lr 3e-4);
 - dreamerv3: DreamerV3Config's own (model size XS, training ratio 1,024, 16 x 64 batches): it samples
   one step, then trains until its training ratio is met, in the same process.
@@ -32,7 +33,9 @@ def config_for(setting: str, env_config: dict, seed: int):
     if algo == "ppo":
         from ray.rllib.algorithms.ppo import PPOConfig
 
-        config = PPOConfig().env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+        # No sample timeout: RLlib's 60 s default is shorter than a train batch of 4,000 steps takes at the
+        # game's 15 steps/s, and with it PPO never got a sample (only "No samples returned" warnings).
+        config = PPOConfig().env_runners(num_env_runners=1, num_envs_per_env_runner=1, sample_timeout_s=None)
     else:
         from ray.rllib.algorithms.dreamerv3 import DreamerV3Config
 
