@@ -4,8 +4,8 @@
 
 One gymnasium env for every trainer (this project, its synchronous loop, RLlib, sheeprl), so each sees
 the same game, the same clock and the same time cap, and none measures itself. The game runs on the
-wall clock (dreamer_live/Catcher-v0 with clock "realtime"), 2 frames of its 30 per step (15 steps/s),
-and keeps running when nobody calls `step`: its keys are released after 0.5 s without input, as a
+wall clock (dreamer_live/Catcher-v0 with clock "realtime") at the `catcher` preset's rate and time cap
+(15 steps/s, 2 frames of its 30 per step; 30 s), and keeps running when nobody calls `step`: its keys are released after 0.5 s without input, as a
 live game's would be. An input is a `step` or a `reset`; a gap between two inputs longer than one step
 period is time the game got no key, the part beyond the period counts as idle.
 
@@ -23,9 +23,12 @@ import time
 import gymnasium
 
 import dreamer_live.envs.registration  # noqa: F401  (registers dreamer_live/<Game>-v0)
+from dreamer_live import config as configlib
+from dreamer_live.envs import games, tick_hz
 
-HZ = 15.0  # steps per second: 2 frames of a 30 fps game, the built-in presets' real-time rate
-TIME_CAP_S = 30.0  # the Catcher preset's episode cap
+PRESET = configlib.resolve(["catcher"])
+HZ = tick_hz(PRESET)  # steps per second: 2 frames of the game's 30 per step
+TIME_CAP_S = PRESET.env.time_cap_s
 HEARTBEAT_S = 1.0
 
 
@@ -34,7 +37,8 @@ class MeteredGame(gymnasium.Wrapper):
 
     def __init__(self, game: str = "Catcher", obs: str = "vector", log: str | None = None,
                  seed: int | None = None):
-        env = gymnasium.make(f"dreamer_live/{game}-v0", clock="realtime", obs=obs, frame_skip=2, seed=seed)
+        env = gymnasium.make(f"dreamer_live/{game}-v0", clock="realtime", obs=obs,
+                             frame_skip=round(games.GAMES[game].fps / HZ), seed=seed)
         super().__init__(gymnasium.wrappers.TimeLimit(env, int(TIME_CAP_S * HZ)))
         self._log = open(log, "a") if log else None
         self._last = self._beat = None
