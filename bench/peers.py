@@ -52,10 +52,12 @@ SHAPES = {
 SMOKE_SHAPE = ("debug", 2, 8, 16, 1, 0, 3)
 LAYOUTS = {"strided": True, "conv+maxpool": False}  # agent.enc/dec.strided
 PEERS = ("dreamerv3", "sheeprl")  # the learner-speed peers
-INSTALLABLE = (*PEERS, "rllib")
-SHEEPRL_PACKAGES = ["torch", "sheeprl==0.8.4"]
-# torch 2.13.0: a CPU build where pip has one at hand; an unpinned torch may pull a CUDA build of several GB.
-RLLIB_PACKAGES = ["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium", "pygame", "numpy", "pillow", "ruamel.yaml"]
+INSTALLABLE = (*PEERS, "rllib")  # --install's choices
+VENV_PACKAGES = {  # the peers installed by pip alone (the official DreamerV3 also needs its source)
+    "sheeprl": ["torch", "sheeprl==0.8.4"],
+    # torch 2.13.0: a CPU build where pip has one at hand; an unpinned torch may pull a CUDA build of GBs.
+    "rllib": ["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium", "pygame", "numpy", "pillow", "ruamel.yaml"],
+}
 
 
 def peer_python(name: str) -> pathlib.Path:
@@ -67,10 +69,10 @@ def install(name: str, src: pathlib.Path | None) -> None:
     """Make peer `name`'s environment: a venv with its packages, and its source at the pinned commit."""
     home = PEERS_DIR / name
     home.mkdir(parents=True, exist_ok=True)
-    if name in ("sheeprl", "rllib"):
+    if name in VENV_PACKAGES:
         subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
-        packages = SHEEPRL_PACKAGES if name == "sheeprl" else RLLIB_PACKAGES
-        subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", *packages], check=True)
+        subprocess.run([str(peer_python(name)), "-m", "pip", "install", "--quiet", *VENV_PACKAGES[name]],
+                       check=True)
         print(f"peers: {name} in {home}", flush=True)
         return
     import jax

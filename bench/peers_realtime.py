@@ -55,11 +55,12 @@ RLLIB = "rllib_"  # a trainer named rllib_SETTING runs bench/peers/rllib_trainer
 WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s: about 5 minutes)
 DEFAULT_DATA = BENCH / "peers_realtime.json"
 GAME = "realtime_game:Metered-v0"
+GAME_LOG = "game.jsonl"  # in each run's logdir: the metered game's lines
 
 
 def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: float, smoke: bool) -> list[str]:
-    """The trainer's command line, playing the metered game into logdir/game.jsonl."""
-    log = str(logdir / "game.jsonl")
+    """The trainer's command line, playing the metered game into logdir/GAME_LOG."""
+    log = str(logdir / GAME_LOG)
     if trainer.startswith(RLLIB):
         return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_trainer.py"), "--log", log,
                 "--seconds", str(seconds), "--setting", trainer[len(RLLIB):], "--obs", obs, "--seed", str(seed)]
@@ -74,7 +75,8 @@ def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: fl
 def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.Path, smoke: bool) -> dict:
     """Launch one trainer, stop it `seconds` after launch, and return its game's record."""
     logdir.mkdir(parents=True, exist_ok=True)
-    (logdir / "game.jsonl").unlink(missing_ok=True)
+    game_log = logdir / GAME_LOG
+    game_log.unlink(missing_ok=True)
     cmd = command(trainer, obs, seed, logdir, seconds, smoke)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH / "peers"), str(ROOT)])}
     with open(logdir / "trainer.log", "w") as out:
@@ -84,7 +86,6 @@ def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.P
                                 start_new_session=True)
         code = stop(proc, 60, after=seconds, group=True)
         ended = time.time()
-    game_log = logdir / "game.jsonl"
     lines = [json.loads(line) for line in game_log.read_text().splitlines() if line] if game_log.exists() else []
     if not lines:
         raise RuntimeError(f"{trainer} never played (exit {code}); see {logdir / 'trainer.log'}")

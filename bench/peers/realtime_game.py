@@ -5,8 +5,8 @@
 One gymnasium env for every trainer (this project, its synchronous loop, RLlib, sheeprl), so each sees
 the same game, the same clock and the same time cap, and none measures itself. The game runs on the
 wall clock (dreamer_live/Catcher-v0 with clock "realtime") at the `catcher` preset's rate and time cap
-(15 steps/s, 2 frames of its 30 per step; 30 s), and keeps running when nobody calls `step`: its keys are released after 0.5 s without input, as a
-live game's would be. An input is a `step` or a `reset`; a gap between two inputs longer than one step
+(15 steps/s, 2 frames of its 30 per step; 30 s), and keeps running when nobody calls `step`: its keys
+are released after 0.5 s without input, as a live game's would be. An input is a `step` or a `reset`; a gap between two inputs longer than one step
 period is time the game got no key, the part beyond the period counts as idle.
 
 `log` gets one JSON line per ended episode and one at least every HEARTBEAT_S of play, so a trainer
