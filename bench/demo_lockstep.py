@@ -157,7 +157,7 @@ def main(argv: list[str]) -> int:
             state, metrics = agent.train(state, sample(b, t), train_key)
         else:
             state, metrics = latents.train(agent, state, sample(b, t + context), train_key)
-        if update % 50 == 0:  # about the actor's pick-up interval at the learner's speed
+        if update % 50 == 0:  # ~4 s of a real-time learner; its policy in play is a median ~1 s old
             params = agent.policy_params(state)
         if update % 500 == 0 or update == args.updates:
             m = {k: float(v) for k, v in metrics.items()}

@@ -72,6 +72,7 @@ class Reader:
         self._spec = None if spec is None else {
             k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
         self._known: set[str] = set()  # every name handled: loaded, skipped, dropped or bad
+        self._parsed: dict[str, ChunkName | None] = {}  # every name listed: its fields (list_chunks)
         self._unreadable: set[str] = set()  # names whose read failed with an OSError (retried)
         self._counted: dict[str, int] = {}  # every chunk file seen in the folder: its steps
         self._written = 0  # their sum (gone ones included)
@@ -110,7 +111,7 @@ class Reader:
         """Load chunk files that appeared since the last call; return the number of new steps."""
         with self._refresh_lock:
             self._spec_from_spaces()
-            present = list_chunks(self.directory)
+            present = list_chunks(self.directory, parsed=self._parsed)
             self._count(present)
             self._notice_gone(present)
             new = written_order({name: f for name, f in present.items() if name not in self._known})

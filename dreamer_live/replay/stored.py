@@ -124,10 +124,10 @@ class Table:
         self.lengths = np.array([c.length for c in self.chunks], np.int64)
         self.arrival_end = np.array([c.arrival + c.length for c in self.chunks], np.int64)
         n = len(self.chunks)
+        streams = np.array([c.stream for c in self.chunks], object)
+        seqs = np.array([c.seq for c in self.chunks], np.int64)
         self.starts_run = starts_run = np.ones(n, bool)
-        for i in range(1, n):
-            prev, cur = self.chunks[i - 1], self.chunks[i]
-            starts_run[i] = cur.stream != prev.stream or cur.seq != prev.seq + 1
+        starts_run[1:] = (streams[1:] != streams[:-1]) | (seqs[1:] != seqs[:-1] + 1)
         run_starts = np.flatnonzero(starts_run)
         run_last = (np.append(run_starts[1:], n) - 1)[np.cumsum(starts_run) - 1]
         suffix = np.append(np.cumsum(self.lengths[::-1])[::-1], 0)

@@ -92,7 +92,7 @@ SILENT_BEATS = 5
 
 def silent_after_s(config) -> float:
     """Seconds without word from the learner after which the actor and `run` say it is silent:
-    SILENT_BEATS heartbeats (run.log_every apart) and one poll (actor.param_interval); 30 at the
+    SILENT_BEATS heartbeats (run.log_every apart) and one poll (actor.param_interval); 26 at the
     defaults."""
     return SILENT_BEATS * config.run.log_every + config.actor.param_interval
 
