@@ -211,7 +211,9 @@ def main(argv=None) -> int:
                 write_atomic(args.data, (json.dumps(data, indent=1) + "\n").encode())
                 print(f"finished {key}: {len(record['episodes'])} episodes, exit {record['exit']}", flush=True)
     print_table(data, keys, args.minutes)
-    draw(data, keys, args.figure)
+    # the figure is the data file's, whichever trainers this call ran: every run it holds
+    held = sorted(data["runs"], key=lambda k: (TRAINERS.index(k.split("/")[0]), k))
+    draw(data, held, args.figure)
     print(f"figure: {args.figure}")
     return 0
 

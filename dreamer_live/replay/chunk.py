@@ -194,12 +194,10 @@ def list_chunks(directory: pathlib.Path, known: set[str] | frozenset = frozenset
         return {}
     if parsed is None:
         parsed = {}
-    listed = {}
     for name in names:
-        fields = parsed[name] if name in parsed else parsed.setdefault(name, ChunkName.parse(name))
-        if fields is not None:
-            listed[name] = fields
-    return listed
+        if name not in parsed:
+            parsed[name] = ChunkName.parse(name)
+    return {name: parsed[name] for name in names if parsed[name] is not None}
 
 
 def folder_steps(directory: pathlib.Path) -> int:
