@@ -19,7 +19,8 @@ Trainers, each with its own standard loop:
 
 Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
 game-idle share (idle seconds over the seconds since the game's first input), the longest gap between
-two inputs, and when the first key came. The data file (--data) keeps each finished run as it ends; a
+two inputs, the stalls (gaps of two step periods or more: a tick the game played with no key; "-" for
+runs measured before the game counted them), and when the first key came. The data file (--data) keeps each finished run as it ends; a
 run cut short starts over.
 """
 
@@ -92,21 +93,26 @@ def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.P
     return {"seconds": seconds, "exit": code,
             "stopped_at_s": round(ended - launched, 1),
             "episodes": [[round(x["time"] - launched, 1), x["return"]] for x in lines if "return" in x],
-            "meter": [[round(x["time"] - launched, 1), x["idle_s"], x["longest_gap_s"]] for x in lines],
+            "meter": [[round(x["time"] - launched, 1), x["idle_s"], x["longest_gap_s"], x["stalls"]]
+                      for x in lines],
             "command": " ".join(cmd[1:])}
 
 
-def idle_until(record: dict, mark_s: float) -> tuple[float, float]:
-    """(idle seconds, longest input gap) from the game's first key to `mark_s` after launch. The time
-    between the game's last line and the mark counts as idle beyond a heartbeat and a step period (a
-    game in play writes a line at least that often): a trainer paused there sent no key."""
+def idle_until(record: dict, mark_s: float) -> tuple[float, float, int | None]:
+    """(idle seconds, longest input gap, stalls) from the game's first key to `mark_s` after launch
+    (stalls None for a run measured before the game counted them). The time between the game's last
+    line and the mark counts as idle beyond a heartbeat and a step period (a game in play writes a line
+    at least that often): a trainer paused there sent no key, one stall more."""
     meter = [m for m in record["meter"] if m[0] <= mark_s]
     if not meter:
-        return 0.0, 0.0
-    t, idle, longest = meter[-1]
+        return 0.0, 0.0, 0
+    t, idle, longest, *stalls = meter[-1]
+    stalls = stalls[0] if stalls else None
     quiet = min(mark_s, record["stopped_at_s"]) - t
     trailing = max(0.0, quiet - HEARTBEAT_S - 1.0 / HZ)
-    return idle + trailing, max(longest, quiet - HEARTBEAT_S if trailing else 0.0)
+    if trailing and stalls is not None:
+        stalls += 1
+    return idle + trailing, max(longest, quiet - HEARTBEAT_S if trailing else 0.0), stalls
 
 
 def at_mark(record: dict, mark_s: float) -> dict:
@@ -114,10 +120,11 @@ def at_mark(record: dict, mark_s: float) -> dict:
     first = record["meter"][0][0]
     if mark_s < first:
         return {}
-    idle, longest = idle_until(record, mark_s)
+    idle, longest, stalls = idle_until(record, mark_s)
     returns = [r for t_end, r in record["episodes"] if t_end <= mark_s]
     return {"return": float(np.mean(returns[-WINDOW:])) if returns else None, "episodes": len(returns),
-            "idle_share": idle / max(1e-9, mark_s - first), "longest_gap_s": longest, "first_key_s": first}
+            "idle_share": idle / max(1e-9, mark_s - first), "longest_gap_s": longest, "stalls": stalls,
+            "first_key_s": first}
 
 
 def draw(data: dict, keys: list[str], path: pathlib.Path) -> None:
@@ -157,7 +164,7 @@ def load(path: pathlib.Path) -> dict:
 def print_table(data: dict, keys: list[str], marks: list[float]) -> None:
     """One line per run and minute mark."""
     print(f"{'run':<28} {'min':>4} {'return':>7} {'episodes':>8} {'idle share':>10} {'longest gap':>11} "
-          f"{'first key':>9}")
+          f"{'stalls':>6} {'first key':>9}")
     for key in keys:
         record = data["runs"].get(key)
         if record is None:
@@ -168,8 +175,9 @@ def print_table(data: dict, keys: list[str], marks: list[float]) -> None:
             if not got or minutes * 60 > record["stopped_at_s"] + 1:
                 continue
             ret = "-" if got["return"] is None else f"{got['return']:.2f}"
+            stalls = "-" if got["stalls"] is None else got["stalls"]
             print(f"{key:<28} {minutes:>4g} {ret:>7} {got['episodes']:>8} {got['idle_share']:>10.2%} "
-                  f"{got['longest_gap_s']:>10.1f}s {got['first_key_s']:>8.1f}s")
+                  f"{got['longest_gap_s']:>10.1f}s {stalls:>6} {got['first_key_s']:>8.1f}s")
 
 
 def main(argv=None) -> int:

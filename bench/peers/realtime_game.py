@@ -6,12 +6,14 @@ One gymnasium env for every trainer (this project, its synchronous loop, RLlib, 
 the same game, the same clock and the same time cap, and none measures itself. The game runs on the
 wall clock (dreamer_live/Catcher-v0 with clock "realtime") at the `catcher` preset's rate and time cap
 (15 steps/s, 2 frames of its 30 per step; 30 s), and keeps running when nobody calls `step`: its keys
-are released after 0.5 s without input, as a live game's would be. An input is a `step` or a `reset`; a gap between two inputs longer than one step
-period is time the game got no key, the part beyond the period counts as idle.
+are released after 0.5 s without input, as a live game's would be. An input is a `step` or a `reset`; a
+gap between two inputs longer than one step period is time the game got no key, the part beyond the
+period counts as idle. A gap of STALL_PERIODS periods or more is a stall: at least one tick the game
+played without any key, where a shorter gap is a late tick (timer jitter).
 
 `log` gets one JSON line per ended episode and one at least every HEARTBEAT_S of play, so a trainer
 killed at its deadline leaves its figures: {"time": the wall clock (epoch seconds, so the bench
-measures from the trainer's launch), "steps", "idle_s", "longest_gap_s"} and, for an episode's end,
+measures from the trainer's launch), "steps", "idle_s", "longest_gap_s", "stalls"} and, for an episode's end,
 "return" and "length". Time after the last line is the bench's to count (bench/peers_realtime.py).
 """
 
@@ -30,10 +32,12 @@ PRESET = configlib.resolve(["catcher"])
 HZ = tick_hz(PRESET)  # steps per second: 2 frames of the game's 30 per step
 TIME_CAP_S = PRESET.env.time_cap_s
 HEARTBEAT_S = 1.0
+STALL_PERIODS = 2  # a gap this many step periods long missed a whole tick
 
 
 class MeteredGame(gymnasium.Wrapper):
-    """A real-time built-in game whose `step`/`reset` times give its idle share and longest input gap."""
+    """A real-time built-in game whose `step`/`reset` times give its idle share, longest input gap and
+    stalls."""
 
     def __init__(self, game: str = "Catcher", obs: str = "vector", log: str | None = None,
                  seed: int | None = None):
@@ -42,7 +46,7 @@ class MeteredGame(gymnasium.Wrapper):
         super().__init__(gymnasium.wrappers.TimeLimit(env, int(TIME_CAP_S * HZ)))
         self._log = open(log, "a") if log else None
         self._last = self._beat = None
-        self.steps, self.idle_s, self.longest_gap_s = 0, 0.0, 0.0
+        self.steps, self.idle_s, self.longest_gap_s, self.stalls = 0, 0.0, 0.0, 0
         self._return, self._length = 0.0, 0
 
     def _input(self) -> float:
@@ -54,13 +58,14 @@ class MeteredGame(gymnasium.Wrapper):
             gap = now - self._last
             self.idle_s += max(0.0, gap - 1.0 / HZ)
             self.longest_gap_s = max(self.longest_gap_s, gap)
+            self.stalls += gap >= STALL_PERIODS / HZ
         self._last = now
         return now
 
     def _write(self, now: float, **extra) -> None:
         if self._log is not None:
             line = {"time": round(time.time(), 3), "steps": self.steps, "idle_s": round(self.idle_s, 3),
-                    "longest_gap_s": round(self.longest_gap_s, 3), **extra}
+                    "longest_gap_s": round(self.longest_gap_s, 3), "stalls": self.stalls, **extra}
             self._log.write(json.dumps(line) + "\n")
             self._log.flush()
         self._beat = now

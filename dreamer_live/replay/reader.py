@@ -13,8 +13,8 @@ majority of the first load. With readonly=True it moves nothing and only reports
 logged once with its name and reason (logger "dreamer_live.replay").
 
 Chunks held in memory whose files are gone (the folder deleted or pruned during a run) stay in memory,
-said once in one line; steps_written() counts every chunk file the folder has held, so the train ratio
-never falls when the folder shrinks.
+said once in one line; steps_written() counts every chunk file the folder has held up to the last
+refresh(), so the train ratio never falls when the folder shrinks.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Reader:
         self._spec = None if spec is None else {
             k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
         self._known: set[str] = set()  # every name handled: loaded, skipped, dropped or bad
-        self._parsed: dict[str, ChunkName | None] = {}  # every name listed: its fields (list_chunks)
+        self._parsed: dict[str, ChunkName] = {}  # every chunk name listed: its fields (list_chunks)
         self._unreadable: set[str] = set()  # names whose read failed with an OSError (retried)
         self._counted: dict[str, int] = {}  # every chunk file seen in the folder: its steps
         self._written = 0  # their sum (gone ones included)
@@ -229,12 +229,10 @@ class Reader:
             log.warning("replay: skipped bad chunk %s (%s); could not move it: %s", path, reason, e)
 
     def steps_written(self) -> int:
-        """Env steps in the chunk files the folder has held in all (from their names; bad ones moved
-        aside left out, deleted ones kept): what the actors have written, beyond what capacity holds
-        in memory."""
-        with self._refresh_lock:
-            self._count(list_chunks(self.directory, self._counted.keys()))
-            return self._written
+        """Env steps in the chunk files the folder has held in all, as of the last refresh() (from
+        their names; bad ones moved aside left out, deleted ones kept): what the actors have written,
+        beyond what capacity holds in memory. Lists nothing itself: one scan of the folder a refresh."""
+        return self._written
 
     def _count(self, listed: dict[str, ChunkName]) -> None:
         for name, fields in listed.items():

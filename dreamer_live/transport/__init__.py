@@ -63,7 +63,8 @@ class ReplaySource(Protocol):
         """Take in what the actors added since the last call; return the number of new steps."""
 
     def steps_written(self) -> int:
-        """Env steps the actors have added in all (the train ratio's denominator), beyond those held."""
+        """Env steps the actors had added in all at the last refresh() (the train ratio's denominator),
+        beyond those held."""
 
     def ready(self, length: int | None = None) -> bool:
         """Whether a sequence of `length` steps can be drawn."""
