@@ -3,6 +3,7 @@
     .venv/bin/python bench/games_table.py [--games pong snake ...] [--obs vector image] [--seeds 0 1]
                                           [--updates 10000] [--jobs 2]     # runs what the data lacks
     .venv/bin/python bench/games_table.py --table        # the table and the figure from the data alone
+    .venv/bin/python bench/games_table.py --compare bench/levers/actent_1e-3.json  # settings side by side
     .venv/bin/python bench/games_table.py --smoke        # 30 updates of the debug agent on two games
 
 Each (game, observation, seed) is one bench/demo_lockstep.py run of the game's preset (`pong`, or
@@ -224,14 +225,16 @@ def running_mean(episodes: list, at: int) -> float | None:
     return float(np.mean(done[-WINDOW:])) if len(done) >= WINDOW else None
 
 
-def final_mean(episodes: list, at: int) -> tuple[float | None, int]:
+def final_mean(episodes: list, at: int) -> tuple[float | None, int, float | None]:
     """The score at the budget: the last WINDOW episodes' mean, or, in a game whose episodes are so
     long that fewer than WINDOW ended (at least half of them), the mean of all that did; with how
-    many episodes it is the mean of."""
+    many episodes it is the mean of and its standard error (the episodes' spread over sqrt(count):
+    the noise of scoring by those episodes, not the spread between seeds)."""
     done = [e[2] for e in episodes if e[0] <= at]
     if len(done) < WINDOW // 2:
-        return None, len(done)
-    return float(np.mean(done[-WINDOW:])), min(len(done), WINDOW)
+        return None, len(done), None
+    last = done[-WINDOW:]
+    return float(np.mean(last)), len(last), float(np.std(last, ddof=1) / np.sqrt(len(last)))
 
 
 def first_reaching(episodes: list, level: float) -> int | None:
@@ -261,15 +264,16 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                 if run is None:
                     continue
                 episodes = run["episodes"]
-                final, counted = final_mean(episodes, run["updates"])
-                share = None
+                final, counted, error = final_mean(episodes, run["updates"])
+                share = share_error = None
                 if final is not None and random is not None and scripted is not None and scripted != random:
                     share = (final - random) / (scripted - random)
+                    share_error = error / abs(scripted - random)
                 half = first_reaching(episodes, random + HALF * (scripted - random)) \
                     if random is not None and scripted is not None else None
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
                                       "final": final, "counted": counted,
-                                      "share": share, "half_at": half,
+                                      "share": share, "share_error": share_error, "half_at": half,
                                       "updates": run["updates"], "episodes": len(episodes)}
             out.append(row)
     return out
@@ -283,6 +287,27 @@ def above_random(row: dict) -> bool | None:
         return None
     spread = max(row["random"]) - min(row["random"])
     return all(f > max(row["random"]) + spread for f in finals)
+
+
+def print_compare(paths: list[pathlib.Path], games, obs_kinds, seeds) -> None:
+    """Data files side by side (a lever's settings), one line per game and observation: each file's
+    share on every seed with its standard error, and their mean; the share's scale is the first
+    file's random and scripted players, so every file is read on one scale."""
+    datas = [load(path) for path in paths]
+    datas = [dict(data, baselines=datas[0]["baselines"]) for data in datas]
+    tables = [rows(data, games, obs_kinds, seeds, []) for data in datas]
+    print(f"{'game':<12} {'obs':<6} " + " | ".join(f"{path.stem:<{12 * len(seeds) + 6}}" for path in paths))
+    for i, row in enumerate(tables[0]):
+        cells = []
+        for table in tables:
+            got = [table[i]["seeds"].get(seed) for seed in seeds]
+            shares = [g["share"] for g in got if g and g["share"] is not None]
+            cells.append(" ".join("     -      " if g is None or g["share"] is None else
+                                  f"{g['share']:5.2f}±{g['share_error']:4.2f} " for g in got)
+                         + f" {fmt(float(np.mean(shares)) if shares else None):>5}")
+        print(f"{row['game']:<12} {row['obs']:<6} " + " | ".join(cells))
+    print(f"(per file: the share on seeds {' '.join(map(str, seeds))} ± its standard error over the "
+          f"last {WINDOW} episodes, then the mean share of the seeds run)")
 
 
 def fmt(value, digits: int = 2) -> str:
@@ -403,6 +428,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--figure", type=pathlib.Path, default=DEFAULT_FIGURE, help="the learning curves' figure")
     p.add_argument("--table", action="store_true", help="print the table and draw the figure; run nothing")
     p.add_argument("--markdown", action="store_true", help="print the table as the docs show it, too")
+    p.add_argument("--compare", nargs="+", type=pathlib.Path, metavar="DATA",
+                   help="print --data's shares beside these data files' (a lever's settings, e.g. "
+                        "bench/levers/*.json) on --data's scale; run nothing")
     p.add_argument("--report-every", type=float, default=120.0, help="seconds between progress lines")
     p.add_argument("--configs", nargs="*", default=[], metavar="PRESET",
                    help="presets merged after each game's, for every run and baseline (keep such a table "
@@ -424,6 +452,9 @@ def main(argv: list[str]) -> int:
     if args.configs or rest:
         print(f"every run and baseline with: {' '.join(['--configs', *args.configs] if args.configs else [])} "
               f"{' '.join(rest)}")
+    if args.compare:
+        print_compare([args.data, *args.compare], args.games, args.obs, args.seeds)
+        return 0
     data = load(args.data)
     meta = {"commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat()}
     code = 0

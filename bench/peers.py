@@ -54,8 +54,9 @@ LAYOUTS = {"strided": True, "conv+maxpool": False}  # agent.enc/dec.strided
 PEERS = ("dreamerv3", "sheeprl")  # the learner-speed peers
 INSTALLABLE = (*PEERS, "rllib")  # --install's choices
 VENV_PACKAGES = {  # the peers installed by pip alone (the official DreamerV3 also needs its source)
-    "sheeprl": ["torch", "sheeprl==0.8.4"],
     # torch 2.13.0: a CPU build where pip has one at hand; an unpinned torch may pull a CUDA build of GBs.
+    # gymnasium, pygame, pillow and ruamel.yaml: the metered real-time game (bench/peers_realtime.py).
+    "sheeprl": ["torch==2.13.0", "sheeprl==0.8.4", "pygame", "pillow", "ruamel.yaml"],
     "rllib": ["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium", "pygame", "numpy", "pillow", "ruamel.yaml"],
 }
 

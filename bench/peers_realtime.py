@@ -1,9 +1,11 @@
 """The same real-time game, the same minutes: this project against synchronous trainers, side by side.
 
-    .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small rllib_dreamerv3]
+    .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small rllib_dreamerv3
+                                              sheeprl_dreamerv3]
                                              [--minutes 15 30] [--seeds 0]   # runs what the data lacks
     .venv/bin/python bench/peers_realtime.py --table    # the table from the data alone
-    .venv/bin/python bench/peers_realtime.py --smoke    # 40 s of this project's debug agent
+    .venv/bin/python bench/peers_realtime.py --smoke    # 40 s each: this project's debug agent, and the
+                                                        # small PPO and sheeprl where installed
 
 Every trainer plays real-time Catcher from its state through one gymnasium env,
 bench/peers/realtime_game.py, which keeps the game's clock and time cap and measures, itself, how long
@@ -14,8 +16,10 @@ Trainers, each with its own standard loop:
 - sync: bench/sync_trainer.py, this project's agent in the collect-then-train loop;
 - rllib_ppo / rllib_ppo_small / rllib_dreamerv3: RLlib's PPO with PPOConfig's defaults, a PPO that
   pauses less, and RLlib's DreamerV3 with DreamerV3Config's defaults (bench/peers/rllib_trainer.py),
-  from the RLlib peer's environment (bench/peers.py --install rllib); SKIPPED when that is not
-  installed.
+  from the RLlib peer's environment (bench/peers.py --install rllib);
+- sheeprl_dreamerv3: sheeprl's DreamerV3 in its own loop, its smallest model (bench/peers/sheeprl_trainer.py),
+  from the sheeprl peer's environment (bench/peers.py --install sheeprl).
+A peer's trainer is SKIPPED when its environment is not installed.
 
 Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
 game-idle share (idle seconds over the seconds since the game's first input), the longest gap between
@@ -51,12 +55,17 @@ from smoke import SKIPPED, add_smoke, smoke_dir  # noqa: E402
 from dreamer_live.atomic import write_atomic  # noqa: E402
 
 ROOT = BENCH.parent
-TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small", "rllib_dreamerv3")
+TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small", "rllib_dreamerv3", "sheeprl_dreamerv3")
 RLLIB = "rllib_"  # a trainer named rllib_SETTING runs bench/peers/rllib_trainer.py --setting SETTING
 WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s: about 5 minutes)
 DEFAULT_DATA = BENCH / "peers_realtime.json"
 GAME = "realtime_game:Metered-v0"
 GAME_LOG = "game.jsonl"  # in each run's logdir: the metered game's lines
+
+
+def peer_of(trainer: str) -> str | None:
+    """The peer whose environment runs `trainer` (None: this project's)."""
+    return "rllib" if trainer.startswith(RLLIB) else "sheeprl" if trainer.startswith("sheeprl_") else None
 
 
 def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: float, smoke: bool) -> list[str]:
@@ -65,6 +74,9 @@ def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: fl
     if trainer.startswith(RLLIB):
         return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_trainer.py"), "--log", log,
                 "--seconds", str(seconds), "--setting", trainer[len(RLLIB):], "--obs", obs, "--seed", str(seed)]
+    if trainer == "sheeprl_dreamerv3":
+        return [str(peer_python("sheeprl")), str(BENCH / "peers" / "sheeprl_trainer.py"), "--log", log,
+                "--obs", obs, "--seed", str(seed), *(["--smoke"] if smoke else [])]
     game = ["--configs", "catcher", *(["debug"] if smoke else []), "--env.name", GAME,
             "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log}),
             "--seed", str(seed), "--logdir", str(logdir)]
@@ -197,13 +209,15 @@ def main(argv=None) -> int:
         scratch = smoke_dir("peers_realtime")
         args.minutes, args.data, args.logs = [0.35, 0.7], scratch / "data.json", scratch / "logs"
         args.figure = scratch / "peers_realtime.png"
-        args.seeds, args.trainers = [0], [t for t in args.trainers if t in ("ours", "rllib_ppo_small")]
+        args.seeds = [0]
+        args.trainers = [t for t in args.trainers if t in ("ours", "rllib_ppo_small", "sheeprl_dreamerv3")]
     data = load(args.data)
     keys = [f"{t}/{args.obs}/{s}" for t in args.trainers for s in args.seeds]
     if not args.table:
         for trainer in args.trainers:
-            if trainer.startswith(RLLIB) and not peer_python("rllib").exists():
-                print(f"{SKIPPED}{trainer}: the RLlib peer is not installed (bench/peers.py --install rllib)")
+            peer = peer_of(trainer)
+            if peer and not peer_python(peer).exists():
+                print(f"{SKIPPED}{trainer}: the {peer} peer is not installed (bench/peers.py --install {peer})")
                 continue
             for seed in args.seeds:
                 key = f"{trainer}/{args.obs}/{seed}"
