@@ -3,7 +3,7 @@
     .venv/bin/python bench/games_table.py [--games pong snake ...] [--obs vector image] [--seeds 0 1]
                                           [--updates 10000] [--jobs 2]     # runs what the data lacks
     .venv/bin/python bench/games_table.py --table        # the table and the figure from the data alone
-    .venv/bin/python bench/games_table.py --compare bench/levers/actent_1e-3.json  # settings side by side
+    .venv/bin/python bench/games_table.py --compare bench/levers/actent_1e-2.json  # settings side by side
     .venv/bin/python bench/games_table.py --smoke        # 30 updates of the debug agent on two games
 
 Each (game, observation, seed) is one bench/demo_lockstep.py run of the game's preset (`pong`, or
@@ -19,8 +19,8 @@ The table, per game and observation: random and scripted means (per seed), the l
 last 20 episodes at a few update counts up to the budget per seed, its score at the budget as a share
 of the way from random (0) to scripted (1; a game whose episodes are so long that fewer than 20
 ended by the budget is scored by the mean of those, marked *), and the updates after which the last
-20 episodes first averaged half-way. Rows whose runs are missing say so. The figure (--figure) draws the learning curves,
-one panel per game.
+20 episodes first averaged half-way. Rows whose runs are missing say so. The figure (--figure) draws the learning
+curves of every run the data file holds, whichever games the call names: one panel per game.
 """
 
 from __future__ import annotations
@@ -469,7 +469,12 @@ def main(argv: list[str]) -> int:
     if args.markdown:
         print()
         print_markdown(table, args.seeds)
-    draw(data, args.games, args.obs, args.seeds, budget, args.figure)
+    # the figure is the data file's, whichever games this call ran: every run it holds
+    held = [key.split("/") for key in data["runs"]]
+    if held:
+        draw(data, [g for g in GAMES if any(h[0] == g for h in held)],
+             [o for o in OBS if any(h[1] == o for h in held)], sorted({int(h[2]) for h in held}), budget,
+             args.figure)
     return code
 
 

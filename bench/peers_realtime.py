@@ -35,6 +35,7 @@ import datetime
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -87,9 +88,9 @@ def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: fl
 
 def run_one(trainer: str, obs: str, seed: int, seconds: float, logdir: pathlib.Path, smoke: bool) -> dict:
     """Launch one trainer, stop it `seconds` after launch, and return its game's record."""
-    logdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(logdir, ignore_errors=True)  # a run cut short, or one the data no longer holds: anew
+    logdir.mkdir(parents=True)
     game_log = logdir / GAME_LOG
-    game_log.unlink(missing_ok=True)
     cmd = command(trainer, obs, seed, logdir, seconds, smoke)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH / "peers"), str(ROOT)])}
     with open(logdir / "trainer.log", "w") as out:
