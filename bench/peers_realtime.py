@@ -24,8 +24,8 @@ A peer's trainer is SKIPPED when its environment is not installed.
 Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
 game-idle share (idle seconds over the seconds since the game's first input), the longest gap between
 two inputs, the stalls (gaps of two step periods or more: a tick the game played with no key; "-" for
-runs measured before the game counted them), and when the first key came. The data file (--data) keeps each finished run as it ends; a
-run cut short starts over.
+runs measured before the game counted them), and when the first key came. The data file (--data) keeps
+each finished run as it ends; a run cut short starts over.
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def peer_of(trainer: str) -> str | None:
 def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: float, smoke: bool) -> list[str]:
     """The trainer's command line, playing the metered game into logdir/GAME_LOG."""
     log = str(logdir / GAME_LOG)
-    if trainer.startswith(RLLIB):
-        return [str(peer_python("rllib")), str(BENCH / "peers" / "rllib_trainer.py"), "--log", log,
+    peer = peer_of(trainer)
+    if peer == "rllib":
+        return [str(peer_python(peer)), str(BENCH / "peers" / "rllib_trainer.py"), "--log", log,
                 "--seconds", str(seconds), "--setting", trainer[len(RLLIB):], "--obs", obs, "--seed", str(seed)]
-    if trainer == "sheeprl_dreamerv3":
-        return [str(peer_python("sheeprl")), str(BENCH / "peers" / "sheeprl_trainer.py"), "--log", log,
+    if peer == "sheeprl":
+        return [str(peer_python(peer)), str(BENCH / "peers" / "sheeprl_trainer.py"), "--log", log,
                 "--obs", obs, "--seed", str(seed), *(["--smoke"] if smoke else [])]
     game = ["--configs", "catcher", *(["debug"] if smoke else []), "--env.name", GAME,
             "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log}),

@@ -12,8 +12,8 @@ period counts as idle. A gap of STALL_PERIODS periods or more is a stall: at lea
 played without any key, where a shorter gap is a late tick (timer jitter).
 
 `log` gets one JSON line per ended episode and one at least every HEARTBEAT_S of play, so a trainer
-killed at its deadline leaves its figures: {"time": the wall clock (epoch seconds, so the bench
-measures from the trainer's launch), "steps", "idle_s", "longest_gap_s", "stalls"} and, for an episode's end,
+killed at its deadline leaves its figures: {"time": the wall clock (epoch seconds, so the bench measures
+from the trainer's launch), "steps", "idle_s", "longest_gap_s", "stalls"} and, for an episode's end,
 "return" and "length". Time after the last line is the bench's to count (bench/peers_realtime.py).
 """
 
