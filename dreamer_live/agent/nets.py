@@ -235,7 +235,7 @@ class Encoder(nn.Module):
                 x = Conv(depths[i], self.kernel, 2 if self.strided else 1, self.conv, self.dtype,
                          name=f"conv{i}")(x)
                 if not self.strided:
-                    x = nn.max_pool(x, (2, 2), (2, 2))
+                    x = max_pool2(x)
                 x = act(Norm(self.norm, name=f"conv{i}norm")(x))
             outs.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(outs, -1)
@@ -311,6 +311,15 @@ class Conv(nn.Module):
         b = self.param("bias", nn.initializers.zeros_init(), (self.features,), f32)
         y = CONVS[self.impl](x.astype(self.dtype), w.astype(self.dtype), self.stride)
         return y + b.astype(self.dtype)
+
+
+def max_pool2(x):
+    """2x2 max-pool with stride 2 on even [N, H, W, C] (cnn_stages halves only even sizes).
+
+    A reshape and a max rather than flax's reduce_window: its gradient is an elementwise mask, which
+    XLA's CPU runs ~3x faster than reduce_window's select-and-scatter (a tie shares its gradient)."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
 
 
 def space_to_depth(x, factor: int = 2):

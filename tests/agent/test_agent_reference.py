@@ -15,7 +15,7 @@ import pytest
 
 from dreamer_live import config
 from dreamer_live.agent import Agent
-from dreamer_live.agent.nets import CONVS, Decoder, Encoder, SplitSpace, Upsample, weight_init
+from dreamer_live.agent.nets import CONVS, Decoder, Encoder, SplitSpace, Upsample, max_pool2, weight_init
 from dreamer_live.envs.base import step_spaces
 from dreamer_live.errors import UserError
 
@@ -163,6 +163,19 @@ def test_strided_upsample_is_the_references_transposed_conv(kernel):
     expected = jax.lax.conv_general_dilated(grid, w, (1, 1), "SAME",
                                             dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
     np.testing.assert_allclose(up.apply(params, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool_has_reduce_windows_value_and_gradient():
+    """The conv + max-pool layout's 2x2 pool (a reshape and a max) against the reference's
+    reduce_window max-pool: value and gradient, on input without ties."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 8, 6, 3))
+    pool = functools.partial(jax.lax.reduce_window, init_value=-jnp.inf, computation=jax.lax.max,
+                             window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
+                             padding="VALID")
+    (y, vjp), (y2, vjp2) = jax.vjp(max_pool2, x), jax.vjp(pool, x)
+    np.testing.assert_array_equal(y, y2)
+    g = jax.random.normal(jax.random.PRNGKey(1), y.shape)
+    np.testing.assert_array_equal(vjp(g)[0], vjp2(g)[0])
 
 
 @pytest.mark.parametrize("kernel, stride, size", [(5, 2, (8, 10)), (4, 2, (7, 6)), (3, 1, (5, 5))])
