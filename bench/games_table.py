@@ -234,7 +234,13 @@ def final_mean(episodes: list, at: int) -> tuple[float | None, int, float | None
     if len(done) < WINDOW // 2:
         return None, len(done), None
     last = done[-WINDOW:]
-    return float(np.mean(last)), len(last), float(np.std(last, ddof=1) / np.sqrt(len(last)))
+    mean, error = mean_error(last)
+    return mean, len(last), error
+
+
+def mean_error(returns: list) -> tuple[float, float]:
+    """Mean of episode returns and its standard error (their spread over sqrt(count))."""
+    return float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
 
 
 def first_reaching(episodes: list, level: float) -> int | None:
@@ -250,15 +256,15 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
     """One row per game and observation with whatever the data holds of it."""
     out = []
     for game in games:
-        bases = [data["baselines"].get(f"{game}/{s}") for s in seeds]
-        bases = [b for b in bases if b]
+        by_seed = {s: data["baselines"][f"{game}/{s}"] for s in seeds if f"{game}/{s}" in data["baselines"]}
+        bases = list(by_seed.values())
         random_means = [float(np.mean(b["random"])) for b in bases]
         scripted_means = [float(np.mean(b["scripted"])) for b in bases]
         random, scripted = (float(np.mean(random_means)) if random_means else None,
                             float(np.mean(scripted_means)) if scripted_means else None)
         for obs in obs_kinds:
             row = {"game": game, "obs": obs, "random": random_means, "scripted": scripted_means,
-                   "seeds": {}}
+                   "random_by_seed": {s: mean_error(b["random"]) for s, b in by_seed.items()}, "seeds": {}}
             for seed in seeds:
                 run = data["runs"].get(run_key(game, obs, seed))
                 if run is None:
@@ -272,7 +278,7 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                 half = first_reaching(episodes, random + HALF * (scripted - random)) \
                     if random is not None and scripted is not None else None
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
-                                      "final": final, "counted": counted,
+                                      "final": final, "final_error": error, "counted": counted,
                                       "share": share, "share_error": share_error, "half_at": half,
                                       "updates": run["updates"], "episodes": len(episodes)}
             out.append(row)
@@ -287,6 +293,21 @@ def above_random(row: dict) -> bool | None:
         return None
     spread = max(row["random"]) - min(row["random"])
     return all(f > max(row["random"]) + spread for f in finals)
+
+
+def beyond_noise(row: dict) -> bool | None:
+    """Every seed's final mean above its own random player's by more than twice the standard error of
+    the difference: the issue's rule with the scoring's noise, which two random seeds' spread (0 where
+    they happen to agree) does not measure (None until both the runs and the baselines are in)."""
+    pairs = [(got, row["random_by_seed"].get(seed)) for seed, got in row["seeds"].items()]
+    if not pairs or any(got["final"] is None or rnd is None for got, rnd in pairs):
+        return None
+    return all(got["final"] - rnd[0] > 2 * np.hypot(got["final_error"], rnd[1]) for got, rnd in pairs)
+
+
+def verdicts(row: dict) -> str:
+    """The two above-random verdicts as the tables print them: the issue's rule, then beyond noise."""
+    return " / ".join("-" if v is None else ("yes" if v else "no") for v in (above_random(row), beyond_noise(row)))
 
 
 def print_compare(paths: list[pathlib.Path], games, obs_kinds, seeds) -> None:
@@ -320,7 +341,7 @@ def print_table(table: list[dict], checkpoints, seeds) -> None:
     head = (f"{'game':<12} {'obs':<6} {'random':>15} {'scripted':>15} | "
             + " | ".join(f"seed {s}: " + " ".join(f"{c // 1000:>4}k" if c % 1000 == 0 else f"{c:>5}"
                                                   for c in checkpoints) + "  share  half@" for s in seeds)
-            + " | above random")
+            + " | above random / beyond noise")
     print(head)
     print("-" * len(head))
     for row in table:
@@ -336,24 +357,24 @@ def print_table(table: list[dict], checkpoints, seeds) -> None:
             half = got["half_at"] if got["half_at"] is not None else "never"
             short = "*" if got["counted"] < WINDOW else " "
             cells.append(f"seed {seed}: {curve} {fmt(got['share']):>5}{short} {half!s:>6}")
-        verdict = above_random(row)
-        print(f"{row['game']:<12} {row['obs']:<6} {r:>15} {s:>15} | " + " | ".join(cells)
-              + f" | {'-' if verdict is None else ('yes' if verdict else 'no')}")
+        print(f"{row['game']:<12} {row['obs']:<6} {r:>15} {s:>15} | " + " | ".join(cells) + f" | {verdicts(row)}")
     shares = [[s["share"] for s in row["seeds"].values()] for row in table]
     done = [(row, sh) for row, sh in zip(table, shares) if len(sh) == len(seeds) and None not in sh]
     halfway = sum(all(v >= HALF for v in sh) for _, sh in done)
     print(f"\n{len(done)} of {len(table)} rows complete; half-way to scripted on every seed: {halfway} of "
-          f"{len(done)}; above random on every seed: {sum(bool(above_random(r)) for r, _ in done)} of {len(done)}")
+          f"{len(done)}; above random on every seed: {sum(bool(above_random(r)) for r, _ in done)} of {len(done)}"
+          f" (beyond noise: {sum(bool(beyond_noise(r)) for r, _ in done)})")
     print(f"(share: the last {WINDOW} episodes' mean at the budget, 0 = random, 1 = scripted; half@: updates "
           f"to a last-{WINDOW} mean half-way; above random: beyond both random seeds' highest mean by more "
-          f"than their spread; *: fewer than {WINDOW} episodes ended by the budget, the mean of those, at "
-          f"least {WINDOW // 2})")
+          f"than their spread; beyond noise: above the seed's own random mean by more than twice the standard "
+          f"error of the difference; *: fewer than {WINDOW} episodes ended by the budget, the mean of those, "
+          f"at least {WINDOW // 2})")
 
 
 def print_markdown(table: list[dict], seeds) -> None:
     """The table as the docs show it: one markdown row per game and observation."""
     print("| game | observation | random | scripted | " + " | ".join(f"seed {s}: last {WINDOW} (share)"
-                                                            for s in seeds) + " | half-way at | above random |")
+                                                            for s in seeds) + " | half-way at | above random / beyond noise |")
     print("|---|---|---|---|" + "---|" * len(seeds) + "---|---|")
     for row in table:
         cells = []
@@ -363,10 +384,9 @@ def print_markdown(table: list[dict], seeds) -> None:
                          + (f" [{got['counted']} episodes]" if got["counted"] < WINDOW else ""))
         halves = [row["seeds"][s]["half_at"] for s in seeds if s in row["seeds"]]
         half = " / ".join("never" if h is None else f"{h:,}" for h in halves) or "-"
-        verdict = above_random(row)
         print(f"| {row['game']} | {row['obs']} | {' / '.join(fmt(v) for v in row['random']) or '-'} | "
               f"{' / '.join(fmt(v) for v in row['scripted']) or '-'} | " + " | ".join(cells)
-              + f" | {half} | {'-' if verdict is None else ('yes' if verdict else 'no')} |")
+              + f" | {half} | {verdicts(row)} |")
 
 
 def draw(data: dict, games, obs_kinds, seeds, budget: int, path: pathlib.Path) -> None:
