@@ -481,6 +481,7 @@ def main(argv: list[str]) -> int:
     if not args.table:
         args.logs.mkdir(parents=True, exist_ok=True)
         code = run_all(args, data, args.data, meta)
+        data = load(args.data)  # with the runs other table processes stored meanwhile (the figure draws all)
     budget = args.updates
     checkpoints = [budget // 4, budget // 2, 3 * budget // 4, budget]
     print(f"\ndata: {args.data}")
