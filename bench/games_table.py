@@ -256,15 +256,15 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
     """One row per game and observation with whatever the data holds of it."""
     out = []
     for game in games:
-        by_seed = {s: data["baselines"][f"{game}/{s}"] for s in seeds if f"{game}/{s}" in data["baselines"]}
-        bases = list(by_seed.values())
-        random_means = [float(np.mean(b["random"])) for b in bases]
-        scripted_means = [float(np.mean(b["scripted"])) for b in bases]
+        bases = {s: data["baselines"][f"{game}/{s}"] for s in seeds if f"{game}/{s}" in data["baselines"]}
+        random_by_seed = {s: mean_error(b["random"]) for s, b in bases.items()}
+        random_means = [mean for mean, _ in random_by_seed.values()]
+        scripted_means = [float(np.mean(b["scripted"])) for b in bases.values()]
         random, scripted = (float(np.mean(random_means)) if random_means else None,
                             float(np.mean(scripted_means)) if scripted_means else None)
         for obs in obs_kinds:
             row = {"game": game, "obs": obs, "random": random_means, "scripted": scripted_means,
-                   "random_by_seed": {s: mean_error(b["random"]) for s, b in by_seed.items()}, "seeds": {}}
+                   "random_by_seed": random_by_seed, "seeds": {}}
             for seed in seeds:
                 run = data["runs"].get(run_key(game, obs, seed))
                 if run is None:
