@@ -67,6 +67,16 @@ def schedule(lr: float, warmup: int):
     return optax.linear_schedule(0.0, lr, warmup)
 
 
+def scale_part(part: str, factor: float) -> optax.GradientTransformation:
+    """Multiply the updates of one top-level part of the parameters (e.g. "actor") by `factor`."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        return {**updates, part: jax.tree.map(lambda u: u * factor, updates[part])}, state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+
+
 def make(cfg) -> optax.GradientTransformation:
     """The optimizer from the `agent.opt` config (name laprop | adam)."""
     chain = []
@@ -81,4 +91,6 @@ def make(cfg) -> optax.GradientTransformation:
     if cfg.wd:
         chain.append(optax.add_decayed_weights(cfg.wd))
     chain.append(optax.scale_by_learning_rate(schedule(cfg.lr, cfg.warmup)))
+    if cfg.actor_lr != 1.0:  # only then: the optimizer state of existing checkpoints keeps its shape
+        chain.append(scale_part("actor", cfg.actor_lr))
     return optax.chain(*chain)

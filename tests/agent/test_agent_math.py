@@ -147,7 +147,7 @@ def test_lambda_returns_hand_computed():
 
 def test_laprop_first_step_and_agc():
     cfg = type("Opt", (), dict(name="laprop", lr=0.1, agc=0.0, eps=1e-20, beta1=0.9, beta2=0.999,
-                                 wd=0.0, warmup=0))
+                                 wd=0.0, warmup=0, actor_lr=1.0))
     opt = optim.make(cfg)
     params = {"w": jnp.array([1.0, -2.0, 3.0])}
     grads = {"w": jnp.array([0.5, -4.0, 1e-3])}
@@ -161,6 +161,21 @@ def test_laprop_first_step_and_agc():
     small = {"w": jnp.array([0.1, 0.0, 0.0])}
     out, _ = clip.update(small, clip.init(params), params)
     close(out["w"], small["w"])
+
+
+def test_actor_lr_scales_only_the_actors_step():
+    def step(actor_lr):
+        cfg = type("Opt", (), dict(name="laprop", lr=0.1, agc=0.0, eps=1e-20, beta1=0.9, beta2=0.999,
+                                     wd=0.0, warmup=0, actor_lr=actor_lr))
+        opt = optim.make(cfg)
+        params = {"actor": {"w": jnp.ones(2)}, "critic": {"w": jnp.ones(2)}}
+        grads = {"actor": {"w": jnp.array([1.0, -1.0])}, "critic": {"w": jnp.array([1.0, -1.0])}}
+        return opt.update(grads, opt.init(params), params)[0]
+
+    full, tenth = step(1.0), step(0.1)
+    close(full["actor"]["w"], [-0.1, 0.1])
+    close(tenth["actor"]["w"], [-0.01, 0.01])
+    close(tenth["critic"]["w"], full["critic"]["w"])
 
 
 def test_warmup_schedule_is_linear():
