@@ -145,10 +145,15 @@ def test_lambda_returns_hand_computed():
     close(full[0, 0], 1 + 0.9 * 2 + 0.81 * 3 + 0.729 * 4)
 
 
+def opt_config(**over):
+    """An `agent.opt` section: LaProp at lr 0.1, no clipping, warm-up or decay; `over` replaces keys."""
+    keys = dict(name="laprop", lr=0.1, agc=0.0, eps=1e-20, beta1=0.9, beta2=0.999, wd=0.0, warmup=0,
+                actor_lr=1.0)
+    return type("Opt", (), {**keys, **over})
+
+
 def test_laprop_first_step_and_agc():
-    cfg = type("Opt", (), dict(name="laprop", lr=0.1, agc=0.0, eps=1e-20, beta1=0.9, beta2=0.999,
-                                 wd=0.0, warmup=0, actor_lr=1.0))
-    opt = optim.make(cfg)
+    opt = optim.make(opt_config())
     params = {"w": jnp.array([1.0, -2.0, 3.0])}
     grads = {"w": jnp.array([0.5, -4.0, 1e-3])}
     updates, _ = opt.update(grads, opt.init(params), params)
@@ -165,9 +170,7 @@ def test_laprop_first_step_and_agc():
 
 def test_actor_lr_scales_only_the_actors_step():
     def step(actor_lr):
-        cfg = type("Opt", (), dict(name="laprop", lr=0.1, agc=0.0, eps=1e-20, beta1=0.9, beta2=0.999,
-                                     wd=0.0, warmup=0, actor_lr=actor_lr))
-        opt = optim.make(cfg)
+        opt = optim.make(opt_config(actor_lr=actor_lr))
         params = {"actor": {"w": jnp.ones(2)}, "critic": {"w": jnp.ones(2)}}
         grads = {"actor": {"w": jnp.array([1.0, -1.0])}, "critic": {"w": jnp.array([1.0, -1.0])}}
         return opt.update(grads, opt.init(params), params)[0]
