@@ -2,23 +2,26 @@
 
     .venv/bin/python bench/peers_realtime.py [--trainers ours sync rllib_ppo rllib_ppo_small rllib_dreamerv3
                                               sheeprl_dreamerv3]
-                                             [--minutes 15 30] [--seeds 0]   # runs what the data lacks
+                                             [--obs vector|image] [--minutes 15 30] [--seeds 0]
+                                             # runs what the data lacks
     .venv/bin/python bench/peers_realtime.py --table    # the table from the data alone
     .venv/bin/python bench/peers_realtime.py --smoke    # 40 s each: this project's debug agent, and the
                                                         # small PPO and sheeprl where installed
 
-Every trainer plays real-time Catcher from its state through one gymnasium env,
-bench/peers/realtime_game.py, which keeps the game's clock and time cap and measures, itself, how long
-the game got no key. One trainer at a time (the game is one per machine, and a second trainer would
-take its cores), for the longest of --minutes from its launch, then stopped as a user would (Ctrl-C).
-Trainers, each with its own standard loop:
-- ours: `dreamer_live.run --configs catcher`, the actor and the learner as processes;
+Every trainer plays real-time Catcher from its state (--obs vector) or its frames (--obs image) through
+one gymnasium env, bench/peers/realtime_game.py, which keeps the game's clock and time cap and measures,
+itself, how long the game got no key. One trainer at a time (the game is one per machine, and a second
+trainer would take its cores), for the longest of --minutes from its launch, then stopped as a user would
+(Ctrl-C).
+Trainers, each with its own standard loop and its own frame size (the game's frame is 64x64 RGB):
+- ours: `dreamer_live.run --configs catcher` (catcher_pixels from frames: 16x16 grey), the actor and the
+  learner as processes;
 - sync: bench/sync_trainer.py, this project's agent in the collect-then-train loop;
 - rllib_ppo / rllib_ppo_small / rllib_dreamerv3: RLlib's PPO with PPOConfig's defaults, a PPO that
   pauses less, and RLlib's DreamerV3 with DreamerV3Config's defaults (bench/peers/rllib_trainer.py),
-  from the RLlib peer's environment (bench/peers.py --install rllib);
+  from the RLlib peer's environment (bench/peers.py --install rllib); frames 64x64 RGB;
 - sheeprl_dreamerv3: sheeprl's DreamerV3 in its own loop, its smallest model (bench/peers/sheeprl_trainer.py),
-  from the sheeprl peer's environment (bench/peers.py --install sheeprl).
+  from the sheeprl peer's environment (bench/peers.py --install sheeprl); frames 64x64 RGB.
 A peer's trainer is SKIPPED when its environment is not installed.
 
 Printed per run and minute mark: the mean return of the last WINDOW episodes ended by then, the
@@ -57,6 +60,7 @@ from dreamer_live.atomic import write_atomic  # noqa: E402
 
 ROOT = BENCH.parent
 TRAINERS = ("ours", "sync", "rllib_ppo", "rllib_ppo_small", "rllib_dreamerv3", "sheeprl_dreamerv3")
+OBS = ("vector", "image")
 RLLIB = "rllib_"  # a trainer named rllib_SETTING runs bench/peers/rllib_trainer.py --setting SETTING
 WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s: about 5 minutes)
 DEFAULT_DATA = BENCH / "peers_realtime.json"
@@ -79,8 +83,9 @@ def command(trainer: str, obs: str, seed: int, logdir: pathlib.Path, seconds: fl
     if peer == "sheeprl":
         return [str(peer_python(peer)), str(BENCH / "peers" / "sheeprl_trainer.py"), "--log", log,
                 "--obs", obs, "--seed", str(seed), *(["--smoke"] if smoke else [])]
-    game = ["--configs", "catcher", *(["debug"] if smoke else []), "--env.name", GAME,
-            "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log}),
+    preset = "catcher_pixels" if obs == "image" else "catcher"
+    game = ["--configs", preset, *(["debug"] if smoke else []), "--env.name", GAME,
+            "--env.time_cap_s", "0", "--env.kwargs", json.dumps({"log": log, "obs": obs}),
             "--seed", str(seed), "--logdir", str(logdir)]
     if trainer == "ours":
         return [sys.executable, "-m", "dreamer_live.run", *game, "--run.quiet", "true"]
@@ -143,28 +148,32 @@ def at_mark(record: dict, mark_s: float) -> dict:
 
 def draw(data: dict, keys: list[str], path: pathlib.Path) -> None:
     """Return (the mean of the last WINDOW episodes) and the idle share of each minute, against the
-    minutes since each trainer's launch."""
+    minutes since each trainer's launch: one row of panels per observation."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for key in keys:
-        record = data["runs"].get(key)
-        if record is None or not record["episodes"]:
-            continue
-        ends, returns = np.array(record["episodes"], dtype=float).T
-        means = [returns[max(0, i + 1 - WINDOW):i + 1].mean() for i in range(len(returns))]
-        line, = ax1.plot(ends / 60.0, means, label=key)
-        minutes = np.arange(int(record["stopped_at_s"] // 60) + 1)
-        idle = np.array([idle_until(record, 60.0 * m)[0] for m in minutes])
-        ax2.plot(minutes[1:] - 0.5, 100 * np.diff(idle) / 60.0, marker="o", color=line.get_color(), label=key)
-    ax1.set(xlabel="minutes since launch", ylabel=f"return, mean of the last {WINDOW} episodes",
-            title="real-time Catcher: return against wall-clock time")
-    ax2.set(xlabel="minutes since launch", ylabel="% of the minute with no key", title="game-idle share")
-    ax1.legend(fontsize=8)
-    ax2.legend(fontsize=8)
+    rows = [o for o in OBS if any(k.split("/")[1] == o for k in keys)] or [OBS[0]]
+    fig, axes = plt.subplots(len(rows), 2, figsize=(12, 4.2 * len(rows)), squeeze=False)
+    for (ax1, ax2), obs in zip(axes, rows):
+        for key in (k for k in keys if k.split("/")[1] == obs):
+            record = data["runs"].get(key)
+            if record is None or not record["episodes"]:
+                continue
+            ends, returns = np.array(record["episodes"], dtype=float).T
+            means = [returns[max(0, i + 1 - WINDOW):i + 1].mean() for i in range(len(returns))]
+            line, = ax1.plot(ends / 60.0, means, label=key)
+            minutes = np.arange(int(record["stopped_at_s"] // 60) + 1)
+            idle = np.array([idle_until(record, 60.0 * m)[0] for m in minutes])
+            ax2.plot(minutes[1:] - 0.5, 100 * np.diff(idle) / 60.0, marker="o", color=line.get_color(),
+                     label=key)
+        ax1.set(xlabel="minutes since launch", ylabel=f"return, mean of the last {WINDOW} episodes",
+                title=f"real-time Catcher ({obs}): return against wall-clock time")
+        ax2.set(xlabel="minutes since launch", ylabel="% of the minute with no key",
+                title=f"game-idle share ({obs})")
+        ax1.legend(fontsize=8)
+        ax2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -198,7 +207,7 @@ def main(argv=None) -> int:
     """Run the trainers the data lacks, one at a time, and print the table."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
-    p.add_argument("--obs", default="vector", choices=["vector"], help="the game's observation")
+    p.add_argument("--obs", default="vector", choices=OBS, help="the game's observation")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--minutes", type=float, nargs="+", default=[15.0, 30.0], help="marks; runs last the longest")
     p.add_argument("--data", type=pathlib.Path, default=DEFAULT_DATA)
@@ -236,7 +245,7 @@ def main(argv=None) -> int:
                 print(f"finished {key}: {len(record['episodes'])} episodes, exit {record['exit']}", flush=True)
     print_table(data, keys, args.minutes)
     # the figure is the data file's, whichever trainers this call ran: every run it holds
-    held = sorted(data["runs"], key=lambda k: (TRAINERS.index(k.split("/")[0]), k))
+    held = sorted(data["runs"], key=lambda k: (OBS.index(k.split("/")[1]), TRAINERS.index(k.split("/")[0]), k))
     draw(data, held, args.figure)
     print(f"figure: {args.figure}")
     return 0

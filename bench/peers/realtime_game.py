@@ -2,6 +2,8 @@
 
     gymnasium.make("realtime_game:Metered-v0", game="Catcher", obs="vector", log="run/game.jsonl")
 
+obs "vector" gives the game's state, "image" its 64x64 RGB frame (each trainer resizes it as it would).
+
 One gymnasium env for every trainer (this project, its synchronous loop, RLlib, sheeprl), so each sees
 the same game, the same clock and the same time cap, and none measures itself. The game runs on the
 wall clock (dreamer_live/Catcher-v0 with clock "realtime") at the `catcher` preset's rate and time cap
@@ -40,9 +42,9 @@ class MeteredGame(gymnasium.Wrapper):
     stalls."""
 
     def __init__(self, game: str = "Catcher", obs: str = "vector", log: str | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, render_mode: str | None = None):
         env = gymnasium.make(f"dreamer_live/{game}-v0", clock="realtime", obs=obs,
-                             frame_skip=round(games.GAMES[game].fps / HZ), seed=seed)
+                             frame_skip=round(games.GAMES[game].fps / HZ), seed=seed, render_mode=render_mode)
         super().__init__(gymnasium.wrappers.TimeLimit(env, int(TIME_CAP_S * HZ)))
         self._log = open(log, "a") if log else None
         self._last = self._beat = None

@@ -10,7 +10,9 @@ while the game gets no key. Settings:
 - ppo_small: a PPO that pauses less (train batch 512, minibatch 64, 4 epochs, lr 3e-4);
 - dreamerv3: DreamerV3Config's own (model size XS, training ratio 1,024, 16 x 64 batches): it samples
   one step, then trains until its training ratio is met, in the same process.
-Prints one line per train() call; the game's own log has the figures.
+--obs image: the game's 64x64 RGB frame (the size RLlib's DreamerV3 encoder is built for) through RLlib's
+own NormalizedImageEnv (to [-1, 1]), as its Atari wrappers give frames. Prints one line per train() call;
+the game's own log has the figures.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def main() -> int:
     p.add_argument("--log", required=True, help="the game's JSON lines (realtime_game.py)")
     p.add_argument("--seconds", type=float, required=True, help="wall seconds from launch to stop")
     p.add_argument("--setting", choices=sorted(SETTINGS), default="ppo")
-    p.add_argument("--obs", default="vector")
+    p.add_argument("--obs", default="vector", choices=["vector", "image"])
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     began = time.time()
@@ -61,7 +63,11 @@ def main() -> int:
 
     def make(env_config):
         from realtime_game import MeteredGame
-        return MeteredGame(**env_config)
+        env = MeteredGame(**env_config)
+        if env_config["obs"] == "image":
+            from ray.rllib.env.wrappers.atari_wrappers import NormalizedImageEnv
+            env = NormalizedImageEnv(env)
+        return env
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})

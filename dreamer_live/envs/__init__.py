@@ -123,7 +123,7 @@ def _builtin(config) -> Env:
 
 def _gym(config) -> Env:
     env = GymEnv(config.env.name, obs=config.env.obs, seed=config.seed + config.actor.id,
-                 **config.env.kwargs.to_dict())
+                 make_kwargs=config.env.kwargs.to_dict())
     if config.env.action_repeat > 1 and config.env.pace_hz <= 0:
         env = ActionRepeat(env, config.env.action_repeat)
     return env

@@ -34,8 +34,9 @@ def _as_image(array: np.ndarray) -> np.ndarray:
     return array[..., None] if array.ndim == 2 else array
 
 
-def make_gym(name: str, render: bool = False, **kwargs) -> gymnasium.Env:
-    """gymnasium.make with an unknown id or bad option reported as a UserError."""
+def make_gym(name: str, render: bool = False, kwargs: dict | None = None) -> gymnasium.Env:
+    """gymnasium.make(name, **kwargs) with an unknown id or bad option reported as a UserError."""
+    kwargs = dict(kwargs or {})
     if render:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # classic-control rendering needs no screen
         kwargs.setdefault("render_mode", "rgb_array")
@@ -49,14 +50,15 @@ def make_gym(name: str, render: bool = False, **kwargs) -> gymnasium.Env:
 
 
 class GymEnv(Env):
-    """A gymnasium env (or id) in the Env protocol, lockstep."""
+    """A gymnasium env (or id) in the Env protocol, lockstep; `make_kwargs` go to gymnasium.make (an
+    env's own `obs` or `seed` option among them)."""
 
     def __init__(self, env: gymnasium.Env | str, obs: str = "vector", seed: int | None = None,
-                 **kwargs):
+                 make_kwargs: dict | None = None):
         if obs not in OBS_KINDS:
             raise UserError(f"env.obs must be one of {', '.join(OBS_KINDS)}, not {obs!r}")
         self._name = env if isinstance(env, str) else str(env.spec.id if env.spec else env)
-        self.env = make_gym(env, render=obs != "vector", **kwargs) if isinstance(env, str) else env
+        self.env = make_gym(env, render=obs != "vector", kwargs=make_kwargs) if isinstance(env, str) else env
         self._seed = seed
         space = self.env.observation_space
         self._image_key, vector_spaces = self._split(space)

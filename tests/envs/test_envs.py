@@ -116,12 +116,29 @@ def test_pendulum_pixels_from_render_resized():
 
 
 def test_discrete_observations_flatten_one_hot():
-    env = GymEnv("FrozenLake-v1", obs="vector", seed=0, is_slippery=False)
+    env = GymEnv("FrozenLake-v1", obs="vector", seed=0, make_kwargs={"is_slippery": False})
     assert env.obs_space["vector"].shape == (16,)
     assert env.reset()["vector"].tolist() == onehot(0, 16).tolist()
     obs = env.step(onehot(2, 4))  # right
     assert obs["vector"].tolist() == onehot(1, 16).tolist()
     env.close()
+
+
+def test_env_kwargs_may_hold_the_envs_own_obs_option():
+    """env.kwargs go to the gymnasium env whole: its own `obs` option gives the frame as its observation
+    (64x64, resized to env.size) instead of a render."""
+    env = make_env(configlib.resolve(["catcher_pixels"], {
+        "env.name": "dreamer_live.envs:dreamer_live/Catcher-v0", "env.clock": "lockstep",
+        "env.kwargs": {"obs": "image"}}))
+    try:
+        assert env.obs_space["image"].shape == (16, 16, 1)
+        inner = env
+        while not isinstance(inner, GymEnv):
+            inner = inner.env
+        assert inner.env.observation_space.shape == (64, 64, 3)  # the game's frame, not its state
+        random_steps(env, 3)
+    finally:
+        env.close()
 
 
 def test_paced_gym_env_runs_in_real_time():
