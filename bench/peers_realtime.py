@@ -68,6 +68,17 @@ GAME = "realtime_game:Metered-v0"
 GAME_LOG = "game.jsonl"  # in each run's logdir: the metered game's lines
 
 
+def run_key(trainer: str, obs: str, seed: int) -> str:
+    """The data file's key of one run."""
+    return f"{trainer}/{obs}/{seed}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """(trainer, observation, seed) of a data file's key."""
+    trainer, obs, seed = key.split("/")
+    return trainer, obs, seed
+
+
 def peer_of(trainer: str) -> str | None:
     """The peer whose environment runs `trainer` (None: this project's)."""
     return "rllib" if trainer.startswith(RLLIB) else "sheeprl" if trainer.startswith("sheeprl_") else None
@@ -154,10 +165,10 @@ def draw(data: dict, keys: list[str], path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [o for o in OBS if any(k.split("/")[1] == o for k in keys)] or [OBS[0]]
+    rows = [o for o in OBS if any(split_key(k)[1] == o for k in keys)] or [OBS[0]]
     fig, axes = plt.subplots(len(rows), 2, figsize=(12, 4.2 * len(rows)), squeeze=False)
     for (ax1, ax2), obs in zip(axes, rows):
-        for key in (k for k in keys if k.split("/")[1] == obs):
+        for key in (k for k in keys if split_key(k)[1] == obs):
             record = data["runs"].get(key)
             if record is None or not record["episodes"]:
                 continue
@@ -223,7 +234,7 @@ def main(argv=None) -> int:
         args.seeds = [0]
         args.trainers = [t for t in args.trainers if t in ("ours", "rllib_ppo_small", "sheeprl_dreamerv3")]
     data = load(args.data)
-    keys = [f"{t}/{args.obs}/{s}" for t in args.trainers for s in args.seeds]
+    keys = [run_key(t, args.obs, s) for t in args.trainers for s in args.seeds]
     if not args.table:
         for trainer in args.trainers:
             peer = peer_of(trainer)
@@ -231,7 +242,7 @@ def main(argv=None) -> int:
                 print(f"{SKIPPED}{trainer}: the {peer} peer is not installed (bench/peers.py --install {peer})")
                 continue
             for seed in args.seeds:
-                key = f"{trainer}/{args.obs}/{seed}"
+                key = run_key(trainer, args.obs, seed)
                 if key in data["runs"]:
                     continue
                 seconds = max(args.minutes) * 60
@@ -245,7 +256,7 @@ def main(argv=None) -> int:
                 print(f"finished {key}: {len(record['episodes'])} episodes, exit {record['exit']}", flush=True)
     print_table(data, keys, args.minutes)
     # the figure is the data file's, whichever trainers this call ran: every run it holds
-    held = sorted(data["runs"], key=lambda k: (OBS.index(k.split("/")[1]), TRAINERS.index(k.split("/")[0]), k))
+    held = sorted(data["runs"], key=lambda k: (OBS.index(split_key(k)[1]), TRAINERS.index(split_key(k)[0]), k))
     draw(data, held, args.figure)
     print(f"figure: {args.figure}")
     return 0

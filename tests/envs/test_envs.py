@@ -132,10 +132,9 @@ def test_env_kwargs_may_hold_the_envs_own_obs_option():
         "env.kwargs": {"obs": "image"}}))
     try:
         assert env.obs_space["image"].shape == (16, 16, 1)
-        inner = env
-        while not isinstance(inner, GymEnv):
-            inner = inner.env
-        assert inner.env.observation_space.shape == (64, 64, 3)  # the game's frame, not its state
+        gym_env = env.unwrapped
+        assert isinstance(gym_env, GymEnv)
+        assert gym_env.env.observation_space.shape == (64, 64, 3)  # the game's frame, not its state
         random_steps(env, 3)
     finally:
         env.close()
