@@ -77,6 +77,11 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
+def provenance() -> dict:
+    """Where and with what code a run or baseline starts: the commit, the machine, the date."""
+    return {"commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat()}
+
+
 def commit() -> str:
     """The checkout's commit, with '+changes' when the working tree differs from it."""
     def git(*args):
@@ -139,7 +144,7 @@ class Run:
         # Several runs at once: each on its own core, so that they do not slow one another unevenly.
         pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
         self.log = self.log_path.open("w")
-        self.began = time.monotonic()
+        self.began, self.provenance = time.monotonic(), provenance()  # the code this run starts with
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=pin)
 
@@ -157,17 +162,18 @@ class Run:
         """The finished run's entry: its episodes as [updates done, env steps, return]."""
         episodes = [json.loads(line) for line in self.episodes_path.read_text().splitlines() if line]
         return {"updates": self.updates, "wall_s": round(time.monotonic() - self.began, 1),
-                "episodes": [[e["update"], e["env_steps"], round(e["return"], 4)] for e in episodes]}
+                "episodes": [[e["update"], e["env_steps"], round(e["return"], 4)] for e in episodes],
+                **self.provenance}
 
 
-def run_all(args, data: dict, data_path: pathlib.Path, meta: dict) -> int:
+def run_all(args, data: dict, data_path: pathlib.Path) -> int:
     """Run the baselines and learner runs the data lacks, --jobs runs at once, saving each as it ends."""
     for game in args.games:
         for seed in args.seeds:
             key = f"{game}/{seed}"
             if key in data["baselines"] and not args.rerun_baselines:
                 continue
-            began = time.monotonic()
+            began, meta = time.monotonic(), provenance()
             store(data_path, data, "baselines", key,
                   {**baseline(game, seed, args.baseline_episodes, args.configs, args.overrides), **meta})
             b = data["baselines"][key]
@@ -198,7 +204,7 @@ def run_all(args, data: dict, data_path: pathlib.Path, meta: dict) -> int:
                     tail = run.log_path.read_text().splitlines()[-5:]
                     print(f"FAILED {run.key} (exit {run.proc.returncode}):\n  " + "\n  ".join(tail), flush=True)
                     continue
-                entry = {**run.record(), **meta}
+                entry = run.record()
                 store(data_path, data, "runs", run.key, entry)
                 tail = [e[2] for e in entry["episodes"][-WINDOW:]]
                 print(f"finished {run.key}: {len(entry['episodes'])} episodes, last {len(tail)} mean "
@@ -476,11 +482,10 @@ def main(argv: list[str]) -> int:
         print_compare([args.data, *args.compare], args.games, args.obs, args.seeds)
         return 0
     data = load(args.data)
-    meta = {"commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat()}
     code = 0
     if not args.table:
         args.logs.mkdir(parents=True, exist_ok=True)
-        code = run_all(args, data, args.data, meta)
+        code = run_all(args, data, args.data)
         data = load(args.data)  # with the runs other table processes stored meanwhile (the figure draws all)
     budget = args.updates
     checkpoints = [budget // 4, budget // 2, 3 * budget // 4, budget]
