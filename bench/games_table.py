@@ -4,6 +4,7 @@
                                           [--updates 10000] [--jobs 2]     # runs what the data lacks
     .venv/bin/python bench/games_table.py --table        # the table and the figure from the data alone
     .venv/bin/python bench/games_table.py --compare bench/levers/actent_1e-2.json  # settings side by side
+    .venv/bin/python bench/games_table.py --compare bench/levers/train_ratio_64.json --steps 13333  # same minutes
     .venv/bin/python bench/games_table.py --smoke        # 30 updates of the debug agent on two games
 
 Each (game, observation, seed) is one bench/demo_lockstep.py run of the game's preset (`pong`, or
@@ -249,13 +250,24 @@ def mean_error(returns: list) -> tuple[float, float]:
     return float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
 
 
-def first_reaching(episodes: list, level: float) -> int | None:
-    """The updates after which the last WINDOW episodes first averaged `level` or more."""
+def first_reaching(episodes: list, level: float, column: int = 0) -> int | None:
+    """The updates (column 1: the steps played) after which the last WINDOW episodes first averaged
+    `level` or more."""
     returns = [e[2] for e in episodes]
     for i in range(WINDOW, len(returns) + 1):
         if np.mean(returns[i - WINDOW:i]) >= level:
-            return int(episodes[i - 1][0])
+            return int(episodes[i - 1][column])
     return None
+
+
+def within_steps(data: dict, steps: int) -> dict:
+    """The data as if every run had stopped after `steps` steps played: its episodes that ended by
+    then, its budget the updates done by then (runs at different train ratios on one clock)."""
+    runs = {}
+    for key, run in data["runs"].items():
+        episodes = [e for e in run["episodes"] if e[1] <= steps]
+        runs[key] = {**run, "episodes": episodes, "updates": episodes[-1][0] if episodes else 0}
+    return {**data, "runs": runs}
 
 
 def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
@@ -283,9 +295,12 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                     share_error = error / abs(scripted - random)
                 half = first_reaching(episodes, random + HALF * (scripted - random)) \
                     if random is not None and scripted is not None else None
+                half_steps = first_reaching(episodes, random + HALF * (scripted - random), column=1) \
+                    if half is not None else None
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
                                       "final": final, "final_error": error, "counted": counted,
                                       "share": share, "share_error": share_error, "half_at": half,
+                                      "half_steps": half_steps,
                                       "updates": run["updates"], "episodes": len(episodes)}
             out.append(row)
     return out
@@ -316,25 +331,35 @@ def verdicts(row: dict) -> str:
     return " / ".join("-" if v is None else ("yes" if v else "no") for v in (above_random(row), beyond_noise(row)))
 
 
-def print_compare(paths: list[pathlib.Path], games, obs_kinds, seeds) -> None:
+def print_compare(paths: list[pathlib.Path], games, obs_kinds, seeds, steps: int | None = None) -> None:
     """Data files side by side (a lever's settings), one line per game and observation: each file's
-    share on every seed with its standard error, and their mean; the share's scale is the first
-    file's random and scripted players, so every file is read on one scale."""
+    share on every seed with its standard error, and their mean, then the steps played to half-way on
+    each seed; the share's scale is the first file's random and scripted players, so every file is
+    read on one scale. steps: score every run at that many steps played instead of at its budget."""
     datas = [load(path) for path in paths]
     datas = [dict(data, baselines=datas[0]["baselines"]) for data in datas]
+    if steps:
+        datas = [within_steps(data, steps) for data in datas]
     tables = [rows(data, games, obs_kinds, seeds, []) for data in datas]
-    print(f"{'game':<12} {'obs':<6} " + " | ".join(f"{path.stem:<{12 * len(seeds) + 6}}" for path in paths))
+    print(f"{'game':<12} {'obs':<6} " + " | ".join(f"{path.stem:<{20 * len(seeds) + 6}}" for path in paths))
     for i, row in enumerate(tables[0]):
         cells = []
         for table in tables:
             got = [table[i]["seeds"].get(seed) for seed in seeds]
             shares = [g["share"] for g in got if g and g["share"] is not None]
-            cells.append(" ".join("     -      " if g is None or g["share"] is None else
-                                  f"{g['share']:5.2f}±{g['share_error']:4.2f} " for g in got)
+            cells.append(" ".join(f"{'-':^11} {'':>7} " if g is None or g["share"] is None else
+                                  f"{g['share']:5.2f}±{g['share_error']:4.2f} {half_steps(g):>7} " for g in got)
                          + f" {fmt(float(np.mean(shares)) if shares else None):>5}")
         print(f"{row['game']:<12} {row['obs']:<6} " + " | ".join(cells))
-    print(f"(per file: the share on seeds {' '.join(map(str, seeds))} ± its standard error over the "
-          f"last {WINDOW} episodes, then the mean share of the seeds run)")
+    at = f"after {steps} steps played" if steps else "at the budget"
+    print(f"(per file: on seeds {' '.join(map(str, seeds))} the share {at} ± its standard error over the "
+          f"last {WINDOW} episodes and the steps played to half-way, then the mean share of the seeds run)")
+
+
+def half_steps(seed_row: dict) -> str:
+    """A seed's steps played to half-way as the comparison prints them: 16.6k, or never."""
+    steps = seed_row["half_steps"]
+    return "never" if steps is None else f"{steps / 1000:.1f}k"
 
 
 def fmt(value, digits: int = 2) -> str:
@@ -457,6 +482,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--compare", nargs="+", type=pathlib.Path, metavar="DATA",
                    help="print --data's shares beside these data files' (a lever's settings, e.g. "
                         "bench/levers/*.json) on --data's scale; run nothing")
+    p.add_argument("--steps", type=int, help="with --compare: score every run after this many steps "
+                   "played (the same real-time minutes whatever each file's train ratio)")
     p.add_argument("--report-every", type=float, default=120.0, help="seconds between progress lines")
     p.add_argument("--configs", nargs="*", default=[], metavar="PRESET",
                    help="presets merged after each game's, for every run and baseline (keep such a table "
@@ -479,7 +506,7 @@ def main(argv: list[str]) -> int:
         print(f"every run and baseline with: {' '.join(['--configs', *args.configs] if args.configs else [])} "
               f"{' '.join(rest)}")
     if args.compare:
-        print_compare([args.data, *args.compare], args.games, args.obs, args.seeds)
+        print_compare([args.data, *args.compare], args.games, args.obs, args.seeds, args.steps)
         return 0
     data = load(args.data)
     code = 0
@@ -501,6 +528,8 @@ def main(argv: list[str]) -> int:
         draw(data, [g for g in GAMES if any(h[0] == g for h in held)],
              [o for o in OBS if any(h[1] == o for h in held)], sorted({int(h[2]) for h in held}), budget,
              args.figure)
+    if args.smoke:  # the comparison's code path too, at a clock the runs passed
+        print_compare([args.data, args.data], args.games, args.obs, args.seeds, steps=50)
     return code
 
 
