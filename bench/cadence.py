@@ -130,17 +130,26 @@ def start(cmd: list[str], log: pathlib.Path) -> subprocess.Popen:
 
 def stop(proc: subprocess.Popen, grace: float = 120.0, after: float = 0.0, group: bool = False) -> int:
     """Let a child run up to `after` s, then SIGINT (a user's Ctrl-C; to its process group with
-    `group`), SIGKILL after `grace` s more; return the exit status."""
+    `group`), SIGKILL after `grace` s more; return the exit status. Stopped meanwhile (Ctrl-C or
+    SIGTERM), the caller stops the child the same way first, then raises: a child in a session of its
+    own would otherwise play on."""
     send = (lambda sig: os.killpg(proc.pid, sig)) if group else proc.send_signal
+    interrupted = None
     try:
         return proc.wait(timeout=after)
     except subprocess.TimeoutExpired:
-        send(signal.SIGINT)
+        pass
+    except KeyboardInterrupt as e:
+        interrupted = e
+    send(signal.SIGINT)
     try:
-        return proc.wait(timeout=grace)
+        code = proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         send(signal.SIGKILL)
-        return proc.wait()
+        code = proc.wait()
+    if interrupted:
+        raise interrupted
+    return code
 
 
 def wait_ok(proc: subprocess.Popen, timeout: float, what: str, log: pathlib.Path) -> None:

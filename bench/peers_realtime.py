@@ -263,4 +263,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from dreamer_live import cli
+    raise SystemExit(cli.main(main)(sys.argv[1:]))
