@@ -84,11 +84,14 @@ def provenance() -> dict:
 
 
 def commit() -> str:
-    """The checkout's commit, with '+changes' when the working tree differs from it."""
+    """The checkout's commit, with '+changes' when its code differs from it (not its data, figures or
+    docs: the tables a running bench writes meanwhile)."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                  *(f":(exclude)*.{ext}" for ext in ("json", "png", "md")))
+    return head + ("+changes" if changed else "")
 
 
 def load(path: pathlib.Path) -> dict:
