@@ -296,10 +296,10 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                 if final is not None and random is not None and scripted is not None and scripted != random:
                     share = (final - random) / (scripted - random)
                     share_error = error / abs(scripted - random)
-                half = first_reaching(episodes, random + HALF * (scripted - random)) \
-                    if random is not None and scripted is not None else None
-                half_steps = first_reaching(episodes, random + HALF * (scripted - random), column=1) \
-                    if half is not None else None
+                half_way = random + HALF * (scripted - random) if random is not None and scripted is not None \
+                    else None
+                half, half_steps = ((first_reaching(episodes, half_way), first_reaching(episodes, half_way, column=1))
+                                    if half_way is not None else (None, None))
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
                                       "final": final, "final_error": error, "counted": counted,
                                       "share": share, "share_error": share_error, "half_at": half,
