@@ -60,9 +60,16 @@ def preset(game: str, obs: str) -> str:
     return game + OBS[obs]
 
 
-def run_key(game: str, obs: str, seed: int) -> str:
-    """The data file's key of one learner run."""
-    return f"{game}/{obs}/{seed}"
+def run_key(name: str, obs: str, seed: int) -> str:
+    """A bench data file's key of one run: what ran (a game, or peers_realtime's trainer), its
+    observation, its seed."""
+    return f"{name}/{obs}/{seed}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """(name, observation, seed) of a run_key."""
+    name, obs, seed = key.split("/")
+    return name, obs, seed
 
 
 def machine() -> str:
@@ -253,13 +260,13 @@ def mean_error(returns: list) -> tuple[float, float]:
     return float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
 
 
-def first_reaching(episodes: list, level: float, column: int = 0) -> int | None:
-    """The updates (column 1: the steps played) after which the last WINDOW episodes first averaged
-    `level` or more."""
+def first_reaching(episodes: list, level: float) -> list | None:
+    """The episode [updates done, steps played, return] after which the last WINDOW episodes first
+    averaged `level` or more."""
     returns = [e[2] for e in episodes]
     for i in range(WINDOW, len(returns) + 1):
         if np.mean(returns[i - WINDOW:i]) >= level:
-            return int(episodes[i - 1][column])
+            return episodes[i - 1]
     return None
 
 
@@ -296,10 +303,9 @@ def rows(data: dict, games, obs_kinds, seeds, checkpoints) -> list[dict]:
                 if final is not None and random is not None and scripted is not None and scripted != random:
                     share = (final - random) / (scripted - random)
                     share_error = error / abs(scripted - random)
-                half_way = random + HALF * (scripted - random) if random is not None and scripted is not None \
-                    else None
-                half, half_steps = ((first_reaching(episodes, half_way), first_reaching(episodes, half_way, column=1))
-                                    if half_way is not None else (None, None))
+                reached = first_reaching(episodes, random + HALF * (scripted - random)) \
+                    if random is not None and scripted is not None else None
+                half, half_steps = (int(reached[0]), int(reached[1])) if reached else (None, None)
                 row["seeds"][seed] = {"curve": [running_mean(episodes, c) for c in checkpoints],
                                       "final": final, "final_error": error, "counted": counted,
                                       "share": share, "share_error": share_error, "half_at": half,
@@ -526,7 +532,7 @@ def main(argv: list[str]) -> int:
         print()
         print_markdown(table, args.seeds)
     # the figure is the data file's, whichever games this call ran: every run it holds
-    held = [key.split("/") for key in data["runs"]]
+    held = [split_key(key) for key in data["runs"]]
     if held:
         draw(data, [g for g in GAMES if any(h[0] == g for h in held)],
              [o for o in OBS if any(h[1] == o for h in held)], sorted({int(h[2]) for h in held}), budget,

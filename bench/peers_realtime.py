@@ -51,7 +51,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH / "peers"))
 
 from cadence import stop  # noqa: E402
-from games_table import commit, machine  # noqa: E402
+from games_table import commit, machine, run_key, split_key  # noqa: E402
 from peers import peer_python  # noqa: E402
 from realtime_game import HEARTBEAT_S, HZ  # noqa: E402
 from smoke import SKIPPED, add_smoke, smoke_dir  # noqa: E402
@@ -66,17 +66,6 @@ WINDOW = 10  # episodes in a mark's mean return (Catcher's episodes end at 30 s:
 DEFAULT_DATA = BENCH / "peers_realtime.json"
 GAME = "realtime_game:Metered-v0"
 GAME_LOG = "game.jsonl"  # in each run's logdir: the metered game's lines
-
-
-def run_key(trainer: str, obs: str, seed: int) -> str:
-    """The data file's key of one run."""
-    return f"{trainer}/{obs}/{seed}"
-
-
-def split_key(key: str) -> tuple[str, str, str]:
-    """(trainer, observation, seed) of a data file's key."""
-    trainer, obs, seed = key.split("/")
-    return trainer, obs, seed
 
 
 def peer_of(trainer: str) -> str | None:
